@@ -1,0 +1,53 @@
+# Helpers that give every varlen target the same shape: a real target named
+# varlen_<name>, an alias varlen::<name>, the project's warning flags, and
+# (for tests) a ctest registration with labels and a timeout.
+
+option(VARLEN_WERROR "Treat warnings in varlen's own code as errors" ${PROJECT_IS_TOP_LEVEL})
+
+set(VARLEN_WARNING_FLAGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
+    -Wimplicit-fallthrough)
+if(VARLEN_WERROR)
+  list(APPEND VARLEN_WARNING_FLAGS -Werror)
+endif()
+
+if(VARLEN_SANITIZE)
+  set(_varlen_san -fsanitize=address,undefined -fno-sanitize-recover=all
+      -fno-omit-frame-pointer)
+  add_compile_options(${_varlen_san})
+  add_link_options(${_varlen_san})
+endif()
+
+# varlen_cc_library(NAME name [PUBLIC_HEADERS_DIR dir] SRCS ... DEPS ... [PRIVATE_DEPS ...])
+function(varlen_cc_library)
+  cmake_parse_arguments(ARG "" "NAME" "SRCS;DEPS;PRIVATE_DEPS;INCLUDES" ${ARGN})
+  set(target varlen_${ARG_NAME})
+  add_library(${target} ${ARG_SRCS})
+  add_library(varlen::${ARG_NAME} ALIAS ${target})
+  set_target_properties(${target} PROPERTIES EXPORT_NAME ${ARG_NAME})
+  target_compile_options(${target} PRIVATE ${VARLEN_WARNING_FLAGS})
+  target_include_directories(${target} PUBLIC ${ARG_INCLUDES})
+  target_link_libraries(${target} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
+endfunction()
+
+# varlen_cc_test(NAME name SRCS ... DEPS ... [LABELS ...] [TIMEOUT seconds])
+# One GoogleTest binary; its tests are discovered at test time (PRE_TEST),
+# so nothing runs during the build.
+function(varlen_cc_test)
+  cmake_parse_arguments(ARG "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 300)
+  endif()
+  set(target varlen_${ARG_NAME})
+  add_executable(${target} ${ARG_SRCS})
+  target_compile_options(${target} PRIVATE ${VARLEN_WARNING_FLAGS})
+  target_link_libraries(${target} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
+  gtest_discover_tests(${target}
+    DISCOVERY_MODE PRE_TEST
+    PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}
+    ENVIRONMENT "VARLEN_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+endfunction()
+
+include(GNUInstallDirs)
+if(VARLEN_BUILD_TESTS)
+  include(GoogleTest)
+endif()

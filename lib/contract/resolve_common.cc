@@ -1,0 +1,152 @@
+// What the per-profile resolvers share.
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "core/tensor_ops.h"
+#include "resolve_internal.h"
+#include "varlen/core/status.h"
+
+namespace varlen::internal {
+
+absl::StatusOr<double> ResolveSoftmaxScale(const ResolveContext& ctx, int64_t head_dim) {
+  const Value scale = ctx.kwargs.get("softmax_scale");
+  double value = 0.0;
+  switch (scale.kind()) {
+    case Value::Kind::kNone:
+      return 1.0 / std::sqrt(static_cast<double>(head_dim));
+    case Value::Kind::kFloat:
+      value = scale.as_float();
+      break;
+    case Value::Kind::kInt:
+      value = static_cast<double>(scale.as_int());
+      break;
+    case Value::Kind::kBool:
+      value = scale.as_bool() ? 1.0 : 0.0;
+      break;
+    default:
+      return PythonError(PyErrorKind::kTypeError,
+                         absl::StrCat("softmax_scale=", scale.Repr(), " is a ", scale.TypeName(),
+                                      ": it must be a float or None"));
+  }
+  if (ctx.hardened() && !std::isfinite(value)) {
+    return PythonError(PyErrorKind::kValueError,
+                       absl::StrCat("softmax_scale=", scale.Repr(), ": it must be finite"));
+  }
+  return value;
+}
+
+absl::StatusOr<int64_t> CheckQkvShapes(const AttentionCall& call, bool allow_4d) {
+  const Tensor* tensors[] = {&call.q, &call.k, &call.v};
+  constexpr absl::string_view kNames[] = {"q", "k", "v"};
+  for (int i = 0; i < 3; ++i) {
+    const Tensor& t = *tensors[i];
+    const bool rank_ok = t.dim() == 3 || (allow_4d && t.dim() == 4);
+    if (!rank_ok) {
+      return PythonError(PyErrorKind::kValueError,
+                         absl::StrCat(kNames[i], " has shape ", ShapeToString(t.shape()),
+                                      allow_4d ? ": it must be [T, H, D] or [b, s, H, D]"
+                                               : ": it must be [T, H, D]"));
+    }
+    if (!t.is_contiguous()) {
+      return PythonError(PyErrorKind::kValueError,
+                         absl::StrCat(kNames[i], " is not contiguous: packed varlen layouts "
+                                                 "address tokens with one fixed stride"));
+    }
+    if (t.dim() != call.q.dim() || ShapeNumel({t.shape().begin(), t.shape().end() - 2}) !=
+                                       ShapeNumel({call.q.shape().begin(), call.q.shape().end() - 2})) {
+      return PythonError(PyErrorKind::kValueError,
+                         absl::StrCat(kNames[i], " has shape ", ShapeToString(t.shape()),
+                                      " but q has ", ShapeToString(call.q.shape()),
+                                      ": q, k and v must hold the same tokens"));
+    }
+  }
+  const int64_t heads = call.q.size(-2), kv_heads = call.k.size(-2);
+  if (call.v.size(-2) != kv_heads || kv_heads == 0 || heads % kv_heads != 0) {
+    return PythonError(PyErrorKind::kValueError,
+                       absl::StrCat("q has ", heads, " heads, k ", kv_heads, " and v ",
+                                    call.v.size(-2),
+                                    ": k and v must have equal heads that divide q's"));
+  }
+  if (call.k.size(-1) != call.q.size(-1)) {
+    return PythonError(PyErrorKind::kValueError,
+                       absl::StrCat("k has head_dim ", call.k.size(-1), " but q has ",
+                                    call.q.size(-1), ": q and k must share head_dim"));
+  }
+  return ShapeNumel({call.q.shape().begin(), call.q.shape().end() - 2});
+}
+
+absl::StatusOr<Tensor> RequireTensorField(const Value& value, absl::string_view field) {
+  if (!value.is_tensor()) {
+    return PythonError(PyErrorKind::kTypeError,
+                       absl::StrCat(field, "=", value.Repr(), " is a ", value.TypeName(),
+                                    ": it must be a tensor"));
+  }
+  return value.as_tensor();
+}
+
+absl::StatusOr<CheckedCuSeqlens> CheckCuSeqlensForKernel(const ResolveContext& ctx,
+                                                         const Tensor& cu, absl::string_view name,
+                                                         int64_t tokens, bool may_cast) {
+  const Device device = ctx.call.q.device();
+  if (!may_cast && (cu.dtype() != DType::kInt32 || cu.device() != device)) {
+    return PythonError(PyErrorKind::kValueError,
+                       absl::StrCat(name, " is ", DTypeName(cu.dtype()), " on ",
+                                    DeviceName(cu.device()),
+                                    ": in cuda-graph mode the kernel reads it as it is, so it "
+                                    "must be int32 on q's device (",
+                                    DeviceName(device), ")"));
+  }
+  CheckedCuSeqlens checked;
+  VARLEN_ASSIGN_OR_RETURN(checked.offsets, CheckTokenOffsets(cu, name, tokens));
+  checked.longest = FindLongest(OffsetsToLengths(checked.offsets), name);
+  if (checked.longest.index >= 0) {
+    const int64_t i = checked.longest.index;
+    checked.longest.source = absl::StrCat(name, "[", i + 1, "] - ", name, "[", i, "]");
+  }
+  checked.cu = To(cu, device, DType::kInt32, absl::StrCat(name, ".to(q.device, torch.int32)"));
+  return checked;
+}
+
+absl::StatusOr<CheckedCuSeqlens> CheckMetadataCuSeqlens(const ResolveContext& ctx,
+                                                        const VisionAttentionMetadata& metadata,
+                                                        int64_t tokens) {
+  VARLEN_ASSIGN_OR_RETURN(Tensor cu,
+                          RequireTensorField(metadata.cu_seqlens, "forward_metadata.cu_seqlens"));
+  if (!metadata.stamp.has_value()) {
+    ctx.Note("source: forward_metadata not built by a hardened builder; validated");
+    return CheckCuSeqlensForKernel(ctx, cu, "forward_metadata.cu_seqlens", tokens,
+                                   /*may_cast=*/true);
+  }
+  const MetadataStamp& stamp = *metadata.stamp;
+  if (stamp.total_tokens != tokens) {
+    return PythonError(PyErrorKind::kValueError,
+                       absl::StrCat("forward_metadata was built for ", stamp.total_tokens,
+                                    " tokens but q has ", tokens,
+                                    ": metadata must be rebuilt for every batch"));
+  }
+  ctx.Note("source: forward_metadata stamped by a hardened builder; checked on the host");
+  CheckedCuSeqlens checked;
+  checked.cu = To(cu, ctx.call.q.device(), DType::kInt32,
+                  "forward_metadata.cu_seqlens.to(q.device, torch.int32)");
+  checked.longest = {.value = stamp.longest, .source = "the longest sequence of the metadata"};
+  return checked;
+}
+
+absl::StatusOr<int64_t> CheckOrDeriveMaxSeqlen(const ResolveContext& ctx, const Value& max_seqlen,
+                                               const Longest& longest) {
+  if (max_seqlen.is_none()) {
+    ctx.Note(absl::StrCat("max_seqlen not given: the longest sequence, ", longest.value));
+    return longest.value;
+  }
+  return CheckMaxSeqlen(max_seqlen, longest.value, longest.source);
+}
+
+absl::StatusOr<Value> ListItem(const Value& list, size_t index) {
+  if (index >= list.as_list().size()) {
+    return PythonError(PyErrorKind::kIndexError, "list index out of range");
+  }
+  return list.as_list()[index];
+}
+
+}  // namespace varlen::internal

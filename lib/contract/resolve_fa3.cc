@@ -1,0 +1,96 @@
+// fa3 resolution (contract §2.3): prepared metadata, a graph-mode list
+// [cu_seqlens, max_seqlen], or cu_seqlens cast to int32 on q's device with
+// resolve_precomputed_max_seqlen.
+
+#include "absl/strings/str_cat.h"
+#include "core/tensor_ops.h"
+#include "resolve_internal.h"
+#include "varlen/contract/seqlens.h"
+#include "varlen/core/status.h"
+
+namespace varlen::internal {
+namespace {
+
+absl::Status GraphListError() {
+  return PythonError(PyErrorKind::kRuntimeError, "cuda-graph mode cu_seqlens should be a list");
+}
+
+absl::StatusOr<Fa3Args> ResolveFaithful(const ResolveContext& ctx) {
+  const AttentionCall& call = ctx.call;
+  Fa3Args args;
+  if (call.forward_metadata.has_value()) {
+    ctx.Note("source: forward_metadata (cu_seqlens, max_seqlen)");
+    args.cu_seqlens = call.forward_metadata->cu_seqlens;
+    args.max_seqlen = call.forward_metadata->max_seqlen;
+  } else if (call.graph_mode) {
+    if (call.cu_seqlens.kind() != Value::Kind::kList) return GraphListError();
+    ctx.Note("source: cuda-graph list [cu_seqlens, max_seqlen], passed on untouched");
+    VARLEN_ASSIGN_OR_RETURN(args.cu_seqlens, ListItem(call.cu_seqlens, 0));
+    VARLEN_ASSIGN_OR_RETURN(args.max_seqlen, ListItem(call.cu_seqlens, 1));
+  } else {
+    ctx.Note("source: cu_seqlens via resolve_seqlens, cast to int32 on q's device");
+    VARLEN_ASSIGN_OR_RETURN(
+        Tensor cu, ResolveSeqlens(call.cu_seqlens, call.bsz, call.seq_len, call.q.device()));
+    cu = To(cu, cu.device(), DType::kInt32, "cu_seqlens.to(dtype=torch.int32)");
+    cu = To(cu, call.q.device(), DType::kInt32, "cu_seqlens.to(q.device)");
+    VARLEN_ASSIGN_OR_RETURN(int64_t max,
+                            ResolvePrecomputedMaxSeqlen(cu, ctx.kwargs.get("max_seqlen")));
+    args.cu_seqlens = Value::FromTensor(cu);
+    args.max_seqlen = Value::Int(max);
+  }
+  VARLEN_ASSIGN_OR_RETURN(args.scale, ResolveSoftmaxScale(ctx, call.q.size(-1)));
+  return args;
+}
+
+absl::StatusOr<Fa3Args> ResolveHardened(const ResolveContext& ctx) {
+  const AttentionCall& call = ctx.call;
+  VARLEN_ASSIGN_OR_RETURN(const int64_t tokens, CheckQkvShapes(call, /*allow_4d=*/false));
+  CheckedCuSeqlens checked;
+  Value max_seqlen;
+  if (call.forward_metadata.has_value()) {
+    VARLEN_ASSIGN_OR_RETURN(checked, CheckMetadataCuSeqlens(ctx, *call.forward_metadata, tokens));
+    max_seqlen = call.forward_metadata->max_seqlen;
+    if (max_seqlen.is_none()) {
+      return PythonError(PyErrorKind::kTypeError,
+                         "forward_metadata.max_seqlen=None: prepared metadata must carry an int");
+    }
+  } else if (call.graph_mode) {
+    if (call.cu_seqlens.kind() != Value::Kind::kList) return GraphListError();
+    if (call.cu_seqlens.as_list().size() != 2) {
+      return PythonError(PyErrorKind::kValueError,
+                         absl::StrCat("cu_seqlens is a list of ", call.cu_seqlens.as_list().size(),
+                                      " items: cuda-graph mode expects [cu_seqlens, max_seqlen]"));
+    }
+    ctx.Note("source: cuda-graph list [cu_seqlens, max_seqlen]; validated");
+    VARLEN_ASSIGN_OR_RETURN(Tensor cu,
+                            RequireTensorField(call.cu_seqlens.as_list()[0], "cu_seqlens[0]"));
+    VARLEN_ASSIGN_OR_RETURN(checked, CheckCuSeqlensForKernel(ctx, cu, "cu_seqlens[0]", tokens,
+                                                             /*may_cast=*/false));
+    max_seqlen = call.cu_seqlens.as_list()[1];
+    if (max_seqlen.is_none()) {
+      return PythonError(PyErrorKind::kTypeError,
+                         "cu_seqlens[1]=None: the cuda-graph list must carry max_seqlen");
+    }
+  } else {
+    ctx.Note("source: cu_seqlens via resolve_seqlens; validated, cast to int32 on q's device");
+    VARLEN_ASSIGN_OR_RETURN(
+        Tensor cu, ResolveSeqlens(call.cu_seqlens, call.bsz, call.seq_len, call.q.device()));
+    VARLEN_ASSIGN_OR_RETURN(checked, CheckCuSeqlensForKernel(ctx, cu, "cu_seqlens", tokens,
+                                                             /*may_cast=*/true));
+    max_seqlen = ctx.kwargs.get("max_seqlen");
+  }
+  Fa3Args args;
+  VARLEN_ASSIGN_OR_RETURN(int64_t max, CheckOrDeriveMaxSeqlen(ctx, max_seqlen, checked.longest));
+  args.cu_seqlens = Value::FromTensor(checked.cu);
+  args.max_seqlen = Value::Int(max);
+  VARLEN_ASSIGN_OR_RETURN(args.scale, ResolveSoftmaxScale(ctx, call.q.size(-1)));
+  return args;
+}
+
+}  // namespace
+
+absl::StatusOr<Fa3Args> ResolveFa3(const ResolveContext& ctx) {
+  return ctx.hardened() ? ResolveHardened(ctx) : ResolveFaithful(ctx);
+}
+
+}  // namespace varlen::internal

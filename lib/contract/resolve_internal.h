@@ -1,0 +1,74 @@
+// Internal: one resolver per calling convention, and what they share.
+// Resolve() (resolve.cc) builds the ResolveContext and dispatches.
+
+#ifndef VARLEN_LIB_CONTRACT_RESOLVE_INTERNAL_H_
+#define VARLEN_LIB_CONTRACT_RESOLVE_INTERNAL_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "varlen/contract/call.h"
+#include "varlen/contract/resolve.h"
+#include "varlen/contract/seqlens.h"
+
+namespace varlen::internal {
+
+struct ResolveContext {
+  const AttentionCall& call;
+  Kwargs kwargs;  // what the backend's **kwargs hold (the layer fills keys)
+  Mode mode;
+  std::vector<std::string>* notes;
+
+  bool hardened() const { return mode == Mode::kHardened; }
+  void Note(std::string note) const { notes->push_back(std::move(note)); }
+};
+
+absl::StatusOr<FlashinferCudnnArgs> ResolveFlashinferCudnn(const ResolveContext& ctx);
+absl::StatusOr<Fa3Args> ResolveFa3(const ResolveContext& ctx);
+absl::StatusOr<TritonArgs> ResolveTriton(const ResolveContext& ctx);
+absl::StatusOr<SdpaArgs> ResolveSdpa(const ResolveContext& ctx);
+
+// softmax_scale as the kernels read it: None -> head_dim ** -0.5, an int or
+// float as is. Hardened mode also requires a finite value.
+absl::StatusOr<double> ResolveSoftmaxScale(const ResolveContext& ctx, int64_t head_dim);
+
+// Hardened: q, k and v are [T, H, D] (or [b, s, H, D] where `allow_4d`),
+// agree on tokens, and GQA divides evenly. Returns T.
+absl::StatusOr<int64_t> CheckQkvShapes(const AttentionCall& call, bool allow_4d);
+
+// Hardened: a metadata object's `field` must be a tensor.
+absl::StatusOr<Tensor> RequireTensorField(const Value& value, absl::string_view field);
+
+// Hardened: token cu_seqlens after validation, as the kernel will get them
+// (int32 on q's device), with the host offsets read to validate them.
+struct CheckedCuSeqlens {
+  Tensor cu;                     // int32 on q's device
+  std::vector<int64_t> offsets;  // empty when trusted from a stamp
+  Longest longest;
+};
+
+// Validates `cu` (named `name`) against q's `tokens`. When `may_cast` is
+// false (graph mode: the captured kernel reads the buffer as it is), `cu`
+// must already be int32 on q's device.
+absl::StatusOr<CheckedCuSeqlens> CheckCuSeqlensForKernel(const ResolveContext& ctx,
+                                                         const Tensor& cu, absl::string_view name,
+                                                         int64_t tokens, bool may_cast);
+
+// Hardened: the cu_seqlens of prepared metadata. A hardened builder's stamp
+// is checked against q on the host (no sync); anything else is validated.
+absl::StatusOr<CheckedCuSeqlens> CheckMetadataCuSeqlens(const ResolveContext& ctx,
+                                                        const VisionAttentionMetadata& metadata,
+                                                        int64_t tokens);
+
+// Hardened: an explicit max_seqlen checked against the longest sequence, or
+// the longest sequence itself when none is given.
+absl::StatusOr<int64_t> CheckOrDeriveMaxSeqlen(const ResolveContext& ctx, const Value& max_seqlen,
+                                               const Longest& longest);
+
+// Python's `lst[i]` on a graph-mode list.
+absl::StatusOr<Value> ListItem(const Value& list, size_t index);
+
+}  // namespace varlen::internal
+
+#endif  // VARLEN_LIB_CONTRACT_RESOLVE_INTERNAL_H_

@@ -1,0 +1,179 @@
+// triton_attn resolution (contract §2.2): prepared metadata, a graph-mode
+// list [cu_seqlens, seq_lens, max_seqlen] with output_ws, or cu_seqlens as
+// given (neither cast nor moved) with sequence_lengths or the cu diffs.
+
+#include "absl/strings/str_cat.h"
+#include "core/tensor_ops.h"
+#include "resolve_internal.h"
+#include "varlen/contract/seqlens.h"
+#include "varlen/core/status.h"
+
+namespace varlen::internal {
+namespace {
+
+absl::Status CheckGraphModeArguments(const ResolveContext& ctx) {
+  if (!ctx.kwargs.contains("output_ws")) {
+    return PythonError(PyErrorKind::kRuntimeError,
+                       "output_ws should be prepared for cuda-graph mode");
+  }
+  if (ctx.call.cu_seqlens.kind() != Value::Kind::kList) {
+    return PythonError(PyErrorKind::kRuntimeError, "cuda-graph mode cu_seqlens should be a list");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TritonArgs> ResolveFaithful(const ResolveContext& ctx) {
+  const AttentionCall& call = ctx.call;
+  TritonArgs args;
+  if (call.forward_metadata.has_value()) {
+    ctx.Note("source: forward_metadata (cu_seqlens, seq_lens, max_seqlen)");
+    args.cu_seqlens = call.forward_metadata->cu_seqlens;
+    args.seq_lens = call.forward_metadata->seq_lens;
+    args.max_seqlen = call.forward_metadata->max_seqlen;
+  } else if (call.graph_mode) {
+    VARLEN_RETURN_IF_ERROR(CheckGraphModeArguments(ctx));
+    ctx.Note("source: cuda-graph list [cu_seqlens, seq_lens, max_seqlen], passed on untouched; "
+             "output written into output_ws");
+    args.output_from_workspace = true;
+    args.output_ws = ctx.kwargs.get("output_ws");
+    VARLEN_ASSIGN_OR_RETURN(args.cu_seqlens, ListItem(call.cu_seqlens, 0));
+    VARLEN_ASSIGN_OR_RETURN(args.seq_lens, ListItem(call.cu_seqlens, 1));
+    VARLEN_ASSIGN_OR_RETURN(args.max_seqlen, ListItem(call.cu_seqlens, 2));
+  } else {
+    ctx.Note("source: cu_seqlens via resolve_seqlens, neither cast nor moved");
+    VARLEN_ASSIGN_OR_RETURN(
+        Tensor cu, ResolveSeqlens(call.cu_seqlens, call.bsz, call.seq_len, call.q.device()));
+    const Value sequence_lengths = ctx.kwargs.get("sequence_lengths");
+    if (sequence_lengths.is_none()) {
+      args.seq_lens = Value::FromTensor(Diff(cu));
+    } else if (!sequence_lengths.is_tensor()) {
+      return PythonError(PyErrorKind::kAttributeError,
+                         absl::StrCat("'", sequence_lengths.TypeName(),
+                                      "' object has no attribute 'to'"));
+    } else {
+      args.seq_lens = Value::FromTensor(To(sequence_lengths.as_tensor(), call.q.device(),
+                                           DType::kInt32,
+                                           "sequence_lengths.to(q.device, torch.int32)"));
+    }
+    VARLEN_ASSIGN_OR_RETURN(int64_t max,
+                            ResolvePrecomputedMaxSeqlen(cu, ctx.kwargs.get("max_seqlen")));
+    args.cu_seqlens = Value::FromTensor(cu);
+    args.max_seqlen = Value::Int(max);
+  }
+  VARLEN_ASSIGN_OR_RETURN(args.scale, ResolveSoftmaxScale(ctx, call.q.size(-1)));
+  return args;
+}
+
+// Hardened: explicit per-sequence lengths must equal the cu_seqlens diffs.
+absl::Status CheckLengthsMatchOffsets(const Value& lengths_value, absl::string_view name,
+                                      const std::vector<int64_t>& offsets) {
+  if (!lengths_value.is_tensor()) {
+    return PythonError(PyErrorKind::kTypeError,
+                       absl::StrCat(name, "=", lengths_value.Repr(), " is a ",
+                                    lengths_value.TypeName(), ": it must be an integer tensor"));
+  }
+  VARLEN_ASSIGN_OR_RETURN(std::vector<int64_t> lengths, CheckSequenceLengths(lengths_value));
+  const std::vector<int64_t> expected = OffsetsToLengths(offsets);
+  if (lengths.size() != expected.size()) {
+    return PythonError(PyErrorKind::kValueError,
+                       absl::StrCat(name, " has ", lengths.size(), " entries but cu_seqlens has ",
+                                    offsets.size(), ": it must have one per sequence (",
+                                    expected.size(), ")"));
+  }
+  for (size_t i = 0; i < lengths.size(); ++i) {
+    if (lengths[i] != expected[i]) {
+      return PythonError(PyErrorKind::kValueError,
+                         absl::StrCat(name, "[", i, "]=", lengths[i], " != ", expected[i],
+                                      " = cu_seqlens[", i + 1, "] - cu_seqlens[", i,
+                                      "]: lengths must match the offsets"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TritonArgs> ResolveHardened(const ResolveContext& ctx) {
+  const AttentionCall& call = ctx.call;
+  VARLEN_ASSIGN_OR_RETURN(const int64_t tokens, CheckQkvShapes(call, /*allow_4d=*/false));
+  TritonArgs args;
+  CheckedCuSeqlens checked;
+  Value max_seqlen;
+  if (call.forward_metadata.has_value()) {
+    const VisionAttentionMetadata& metadata = *call.forward_metadata;
+    VARLEN_ASSIGN_OR_RETURN(checked, CheckMetadataCuSeqlens(ctx, metadata, tokens));
+    VARLEN_ASSIGN_OR_RETURN(Tensor seq_lens,
+                            RequireTensorField(metadata.seq_lens, "forward_metadata.seq_lens"));
+    if (!metadata.stamp.has_value()) {
+      VARLEN_RETURN_IF_ERROR(
+          CheckLengthsMatchOffsets(metadata.seq_lens, "forward_metadata.seq_lens", checked.offsets));
+    }
+    args.seq_lens = Value::FromTensor(To(seq_lens, call.q.device(), DType::kInt32,
+                                         "forward_metadata.seq_lens.to(q.device, torch.int32)"));
+    max_seqlen = metadata.max_seqlen;
+    if (max_seqlen.is_none()) {
+      return PythonError(PyErrorKind::kTypeError,
+                         "forward_metadata.max_seqlen=None: prepared metadata must carry an int");
+    }
+  } else if (call.graph_mode) {
+    VARLEN_RETURN_IF_ERROR(CheckGraphModeArguments(ctx));
+    const Value output_ws = ctx.kwargs.get("output_ws");
+    if (!output_ws.is_tensor() || output_ws.as_tensor().shape() != call.q.shape() ||
+        output_ws.as_tensor().dtype() != call.q.dtype()) {
+      return PythonError(PyErrorKind::kValueError,
+                         absl::StrCat("output_ws=", output_ws.Repr(),
+                                      ": in cuda-graph mode it must be a preallocated tensor "
+                                      "with q's shape ",
+                                      ShapeToString(call.q.shape()), " and dtype ",
+                                      DTypeName(call.q.dtype())));
+    }
+    const std::vector<Value>& list = call.cu_seqlens.as_list();
+    if (list.size() != 3) {
+      return PythonError(PyErrorKind::kValueError,
+                         absl::StrCat("cu_seqlens is a list of ", list.size(),
+                                      " items: cuda-graph mode expects [cu_seqlens, seq_lens, "
+                                      "max_seqlen]"));
+    }
+    ctx.Note("source: cuda-graph list [cu_seqlens, seq_lens, max_seqlen]; validated");
+    VARLEN_ASSIGN_OR_RETURN(Tensor cu, RequireTensorField(list[0], "cu_seqlens[0]"));
+    VARLEN_ASSIGN_OR_RETURN(checked, CheckCuSeqlensForKernel(ctx, cu, "cu_seqlens[0]", tokens,
+                                                             /*may_cast=*/false));
+    VARLEN_RETURN_IF_ERROR(CheckLengthsMatchOffsets(list[1], "cu_seqlens[1]", checked.offsets));
+    args.seq_lens = list[1];
+    args.output_from_workspace = true;
+    args.output_ws = output_ws;
+    max_seqlen = list[2];
+    if (max_seqlen.is_none()) {
+      return PythonError(PyErrorKind::kTypeError,
+                         "cu_seqlens[2]=None: the cuda-graph list must carry max_seqlen");
+    }
+  } else {
+    ctx.Note("source: cu_seqlens via resolve_seqlens; validated, cast to int32 on q's device");
+    VARLEN_ASSIGN_OR_RETURN(
+        Tensor cu, ResolveSeqlens(call.cu_seqlens, call.bsz, call.seq_len, call.q.device()));
+    VARLEN_ASSIGN_OR_RETURN(checked, CheckCuSeqlensForKernel(ctx, cu, "cu_seqlens", tokens,
+                                                             /*may_cast=*/true));
+    const Value sequence_lengths = ctx.kwargs.get("sequence_lengths");
+    if (sequence_lengths.is_none()) {
+      args.seq_lens = Value::FromTensor(Diff(checked.cu));
+    } else {
+      VARLEN_RETURN_IF_ERROR(
+          CheckLengthsMatchOffsets(sequence_lengths, "sequence_lengths", checked.offsets));
+      args.seq_lens = Value::FromTensor(To(sequence_lengths.as_tensor(), call.q.device(),
+                                           DType::kInt32,
+                                           "sequence_lengths.to(q.device, torch.int32)"));
+    }
+    max_seqlen = ctx.kwargs.get("max_seqlen");
+  }
+  VARLEN_ASSIGN_OR_RETURN(int64_t max, CheckOrDeriveMaxSeqlen(ctx, max_seqlen, checked.longest));
+  args.cu_seqlens = Value::FromTensor(checked.cu);
+  args.max_seqlen = Value::Int(max);
+  VARLEN_ASSIGN_OR_RETURN(args.scale, ResolveSoftmaxScale(ctx, call.q.size(-1)));
+  return args;
+}
+
+}  // namespace
+
+absl::StatusOr<TritonArgs> ResolveTriton(const ResolveContext& ctx) {
+  return ctx.hardened() ? ResolveHardened(ctx) : ResolveFaithful(ctx);
+}
+
+}  // namespace varlen::internal

@@ -1,0 +1,209 @@
+#include "varlen/core/tensor.h"
+
+#include <cassert>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "varlen/core/device_ledger.h"
+
+namespace varlen {
+
+int64_t ShapeNumel(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string ShapeToString(const Shape& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+Shape ContiguousStrides(const Shape& shape) {
+  Shape strides(shape.size());
+  int64_t stride = 1;
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= shape[i];
+  }
+  return strides;
+}
+
+Tensor Tensor::ShapeOnly(DType dtype, Device device, Shape shape) {
+  Tensor t;
+  t.defined_ = true;
+  t.dtype_ = dtype;
+  t.device_ = device;
+  t.strides_ = ContiguousStrides(shape);
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::Zeros(DType dtype, Device device, Shape shape) {
+  Tensor t = ShapeOnly(dtype, device, std::move(shape));
+  const size_t bytes = static_cast<size_t>(t.numel()) * DTypeSize(dtype);
+  t.storage_ = std::make_shared<Storage>();
+  t.storage_->bytes = std::make_unique<unsigned char[]>(bytes == 0 ? 1 : bytes);
+  std::memset(t.storage_->bytes.get(), 0, bytes);
+  return t;
+}
+
+Tensor Tensor::FromInts(absl::Span<const int64_t> values, DType dtype, Device device,
+                        std::optional<Shape> shape) {
+  Tensor t = Zeros(dtype, device, shape.value_or(Shape{static_cast<int64_t>(values.size())}));
+  assert(t.numel() == static_cast<int64_t>(values.size()));
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (IsFloatingPoint(dtype)) {
+      t.SetDoubleAt(static_cast<int64_t>(i), static_cast<double>(values[i]));
+    } else {
+      t.SetIntAt(static_cast<int64_t>(i), values[i]);
+    }
+  }
+  return t;
+}
+
+Tensor Tensor::FromDoubles(absl::Span<const double> values, DType dtype, Device device,
+                           std::optional<Shape> shape) {
+  Tensor t = Zeros(dtype, device, shape.value_or(Shape{static_cast<int64_t>(values.size())}));
+  assert(t.numel() == static_cast<int64_t>(values.size()));
+  for (size_t i = 0; i < values.size(); ++i) t.SetDoubleAt(static_cast<int64_t>(i), values[i]);
+  return t;
+}
+
+bool Tensor::is_contiguous() const { return strides_ == ContiguousStrides(shape_); }
+
+bool Tensor::SharesStorageWith(const Tensor& other) const {
+  return storage_ != nullptr && storage_ == other.storage_ && offset_ == other.offset_;
+}
+
+Tensor Tensor::Reshape(Shape shape) const {
+  assert(is_contiguous());
+  int64_t known = 1;
+  int inferred = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      inferred = static_cast<int>(i);
+    } else {
+      known *= shape[i];
+    }
+  }
+  if (inferred >= 0) shape[inferred] = known == 0 ? 0 : numel() / known;
+  assert(ShapeNumel(shape) == numel());
+  Tensor t = *this;
+  t.strides_ = ContiguousStrides(shape);
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::Slice(int64_t begin, int64_t end) const {
+  assert(is_contiguous() && 0 <= begin && begin <= end && end <= numel());
+  Tensor t = *this;
+  t.shape_ = {end - begin};
+  t.strides_ = {1};
+  t.offset_ = offset_ + begin;
+  return t;
+}
+
+int64_t Tensor::IntAt(int64_t i) const {
+  switch (dtype_) {
+    case DType::kInt32:
+      return data<int32_t>()[i];
+    case DType::kInt64:
+      return data<int64_t>()[i];
+    case DType::kBool:
+      return data<uint8_t>()[i] != 0;
+    default:
+      return static_cast<int64_t>(DoubleAt(i));
+  }
+}
+
+double Tensor::DoubleAt(int64_t i) const {
+  switch (dtype_) {
+    case DType::kFloat32:
+      return data<float>()[i];
+    case DType::kFloat16:
+      return Float16BitsToDouble(data<uint16_t>()[i]);
+    case DType::kBFloat16:
+      return BFloat16BitsToDouble(data<uint16_t>()[i]);
+    case DType::kFloat64:
+      return data<double>()[i];
+    default:
+      return static_cast<double>(IntAt(i));
+  }
+}
+
+void Tensor::SetIntAt(int64_t i, int64_t value) const {
+  switch (dtype_) {
+    case DType::kInt32:
+      // Two's-complement wrap, as torch's int32 arithmetic does.
+      mutable_data<int32_t>()[i] = static_cast<int32_t>(static_cast<uint32_t>(value));
+      return;
+    case DType::kInt64:
+      mutable_data<int64_t>()[i] = value;
+      return;
+    case DType::kBool:
+      mutable_data<uint8_t>()[i] = value != 0;
+      return;
+    default:
+      SetDoubleAt(i, static_cast<double>(value));
+  }
+}
+
+void Tensor::SetDoubleAt(int64_t i, double value) const {
+  switch (dtype_) {
+    case DType::kFloat32:
+      mutable_data<float>()[i] = static_cast<float>(value);
+      return;
+    case DType::kFloat16:
+      mutable_data<uint16_t>()[i] = DoubleToFloat16Bits(value);
+      return;
+    case DType::kBFloat16:
+      mutable_data<uint16_t>()[i] = DoubleToBFloat16Bits(value);
+      return;
+    case DType::kFloat64:
+      mutable_data<double>()[i] = value;
+      return;
+    default:
+      SetIntAt(i, static_cast<int64_t>(value));
+  }
+}
+
+std::vector<int64_t> Tensor::ToHostInts(absl::string_view what) const {
+  if (device_ == Device::kCuda) RecordDeviceEvent(DeviceEventKind::kHostSync, what);
+  std::vector<int64_t> out(static_cast<size_t>(numel()));
+  for (int64_t i = 0; i < numel(); ++i) out[static_cast<size_t>(i)] = IntAt(i);
+  return out;
+}
+
+std::vector<double> Tensor::ToHostDoubles(absl::string_view what) const {
+  if (device_ == Device::kCuda) RecordDeviceEvent(DeviceEventKind::kHostSync, what);
+  std::vector<double> out(static_cast<size_t>(numel()));
+  for (int64_t i = 0; i < numel(); ++i) out[static_cast<size_t>(i)] = DoubleAt(i);
+  return out;
+}
+
+std::string Tensor::DebugString() const {
+  if (!defined_) return "<undefined tensor>";
+  std::string values;
+  if (!has_storage()) {
+    values = absl::StrCat("shape=", ShapeToString(shape_));
+  } else {
+    constexpr int64_t kShown = 6;
+    std::vector<std::string> parts;
+    const int64_t n = numel();
+    for (int64_t i = 0; i < n; ++i) {
+      if (n > 2 * kShown && i == kShown) {
+        parts.push_back("...");
+        i = n - kShown;
+      }
+      parts.push_back(IsFloatingPoint(dtype_) ? absl::StrCat(DoubleAt(i))
+                                              : absl::StrCat(IntAt(i)));
+    }
+    values = absl::StrCat("[", absl::StrJoin(parts, ", "), "]");
+    if (dim() != 1) absl::StrAppend(&values, ", shape=", ShapeToString(shape_));
+  }
+  return absl::StrCat("tensor(", values, ", dtype=", DTypeName(dtype_),
+                      ", device=", DeviceName(device_), ")");
+}
+
+}  // namespace varlen

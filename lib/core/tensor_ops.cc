@@ -1,0 +1,114 @@
+#include "tensor_ops.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "varlen/core/device_ledger.h"
+#include "varlen/core/status.h"
+
+namespace varlen::internal {
+
+Tensor To(const Tensor& t, Device device, DType dtype, absl::string_view what) {
+  if (t.device() == device && t.dtype() == dtype) return t;
+  if (t.dtype() != dtype) RecordDeviceEvent(DeviceEventKind::kCast, what);
+  if (t.device() != device) {
+    if (device == Device::kCuda) {
+      RecordDeviceEvent(DeviceEventKind::kHostToDeviceCopy, what);
+    } else {
+      RecordDeviceEvent(DeviceEventKind::kDeviceToHostCopy, what);
+      RecordDeviceEvent(DeviceEventKind::kHostSync, what);
+    }
+  }
+  if (!t.has_storage()) return Tensor::ShapeOnly(dtype, device, t.shape());
+  Tensor out = Tensor::Zeros(dtype, device, t.shape());
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    if (IsFloatingPoint(dtype) || IsFloatingPoint(t.dtype())) {
+      out.SetDoubleAt(i, t.DoubleAt(i));
+    } else {
+      out.SetIntAt(i, t.IntAt(i));
+    }
+  }
+  return out;
+}
+
+Tensor Diff(const Tensor& t) {
+  const int64_t n = std::max<int64_t>(t.numel() - 1, 0);
+  Tensor out = Tensor::Zeros(t.dtype(), t.device(), {n});
+  for (int64_t i = 0; i < n; ++i) {
+    if (IsFloatingPoint(t.dtype())) {
+      out.SetDoubleAt(i, t.DoubleAt(i + 1) - t.DoubleAt(i));
+    } else {
+      // Unsigned arithmetic: the difference wraps like the dtype does.
+      out.SetIntAt(i, static_cast<int64_t>(static_cast<uint64_t>(t.IntAt(i + 1)) -
+                                           static_cast<uint64_t>(t.IntAt(i))));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<Tensor> Max(const Tensor& t) {
+  if (t.numel() == 0) {
+    return PythonError(PyErrorKind::kRuntimeError,
+                       "max(): Expected reduction dim to be specified for input.numel() == 0. "
+                       "Specify the reduction dim with the 'dim' argument.");
+  }
+  Tensor out = Tensor::Zeros(t.dtype(), t.device(), {});
+  if (IsFloatingPoint(t.dtype())) {
+    double best = t.DoubleAt(0);
+    for (int64_t i = 1; i < t.numel(); ++i) best = std::max(best, t.DoubleAt(i));
+    out.SetDoubleAt(0, best);
+  } else {
+    int64_t best = t.IntAt(0);
+    for (int64_t i = 1; i < t.numel(); ++i) best = std::max(best, t.IntAt(i));
+    out.SetIntAt(0, best);
+  }
+  return out;
+}
+
+absl::StatusOr<Value> Item(const Tensor& t, absl::string_view what) {
+  if (t.numel() != 1) {
+    return PythonError(PyErrorKind::kRuntimeError,
+                       absl::StrCat("a Tensor with ", t.numel(),
+                                    " elements cannot be converted to Scalar"));
+  }
+  if (IsFloatingPoint(t.dtype())) return Value::Float(t.ToHostDoubles(what)[0]);
+  const int64_t v = t.ToHostInts(what)[0];
+  if (t.dtype() == DType::kBool) return Value::Bool(v != 0);
+  return Value::Int(v);
+}
+
+Tensor Cat(const std::vector<Tensor>& parts) {
+  int64_t n = 0;
+  for (const Tensor& p : parts) n += p.numel();
+  Tensor out = Tensor::Zeros(parts.front().dtype(), parts.front().device(), {n});
+  int64_t at = 0;
+  for (const Tensor& p : parts) {
+    for (int64_t i = 0; i < p.numel(); ++i) out.SetIntAt(at++, p.IntAt(i));
+  }
+  return out;
+}
+
+Tensor MulScalar(const Tensor& t, int64_t scalar) {
+  Tensor out = Tensor::Zeros(t.dtype(), t.device(), t.shape());
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    out.SetIntAt(i, static_cast<int64_t>(static_cast<uint64_t>(t.IntAt(i)) *
+                                         static_cast<uint64_t>(scalar)));
+  }
+  return out;
+}
+
+absl::StatusOr<Tensor> Arange(int64_t start, int64_t end, int64_t step, DType dtype,
+                              Device device) {
+  if (step == 0) return PythonError(PyErrorKind::kRuntimeError, "step must be nonzero");
+  std::vector<int64_t> values;
+  for (int64_t v = start; step > 0 ? v < end : v > end; v += step) values.push_back(v);
+  return Tensor::FromInts(values, dtype, device);
+}
+
+Tensor PadTo(const Tensor& t, int64_t length, int64_t fill) {
+  Tensor out = Tensor::Zeros(t.dtype(), t.device(), {length});
+  for (int64_t i = 0; i < length; ++i) out.SetIntAt(i, i < t.numel() ? t.IntAt(i) : fill);
+  return out;
+}
+
+}  // namespace varlen::internal

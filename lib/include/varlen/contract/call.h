@@ -1,0 +1,98 @@
+// File: varlen/contract/call.h
+// -----------------------------------------------------------------------------
+//
+// The vocabulary of the calling contract: which calling convention a backend
+// follows (Profile), whether resolution reproduces SGLang exactly or
+// validates everything (Mode), how the backend is reached (Entry), the
+// prepared metadata object, and AttentionCall, everything one call hands to
+// a backend.
+//
+// The model follows python/sglang/srt/layers/attention/vision.py; the rules
+// it reproduces are listed in docs/contract.md.
+
+#ifndef VARLEN_CONTRACT_CALL_H_
+#define VARLEN_CONTRACT_CALL_H_
+
+#include <cstdint>
+#include <optional>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "varlen/core/tensor.h"
+#include "varlen/core/value.h"
+
+namespace varlen {
+
+// A calling convention: how a backend family obtains its varlen arguments.
+enum class Profile {
+  kFlashinferCudnn,  // padded lengths + element-unit packed indptrs
+  kFa3,              // int32 token cu_seqlens on q's device + int max_seqlen
+  kTritonAttn,       // cu_seqlens as given + per-sequence lengths + max
+  kSdpa,             // a boolean mask built on the host from cu_seqlens
+};
+
+absl::string_view ProfileName(Profile profile);  // "flashinfer_cudnn", "fa3", ...
+absl::StatusOr<Profile> ParseProfile(absl::string_view name);
+
+enum class Mode {
+  kFaithful,  // SGLang's behaviour: quirks, silent corruptions and messages
+  kHardened,  // the same inputs, but no bad argument gets through
+};
+
+absl::string_view ModeName(Mode mode);  // "faithful", "hardened"
+absl::StatusOr<Mode> ParseMode(absl::string_view name);
+
+enum class Entry {
+  kDirect,  // backend.forward(...) called with exactly the caller's kwargs
+  kLayer,   // through VisionAttention.forward, which always passes the keys
+            // sequence_lengths, max_seqlen and output_ws (None when absent)
+};
+
+absl::string_view EntryName(Entry entry);  // "direct", "layer"
+absl::StatusOr<Entry> ParseEntry(absl::string_view name);
+
+// What a hardened builder proved about the metadata it built, recorded on
+// the host while it built it. Hardened resolution checks a stamped metadata
+// object against q with host integers only, so it needs no host sync.
+struct MetadataStamp {
+  int64_t total_tokens = 0;
+  int64_t batch = 0;           // real sequences, before padding
+  int64_t longest = 0;         // the true maximum sequence length
+  int64_t elem_per_token = 0;  // 0 unless built for flashinfer_cudnn
+};
+
+// SGLang's VisionAttentionMetadata. Builders fill it with tensors and ints;
+// a hand-built object may hold anything, including None, so fields are
+// Values.
+struct VisionAttentionMetadata {
+  Value cu_seqlens;             // int32 token offsets, B+1
+  Value seq_lens;               // int32, B
+  Value max_seqlen;             // int
+  Value packed_indptrs;         // flashinfer_cudnn only: 3*(B_pad+1) int32
+  Value sequence_lengths;       // flashinfer_cudnn only: (B_pad,1,1,1) int32
+  Value flashinfer_max_seqlen;  // flashinfer_cudnn only: the bucketed max
+  std::optional<MetadataStamp> stamp;  // set by hardened builders only
+};
+
+// Options of SGLang's SDPA backend fixed at construction.
+struct SdpaOptions {
+  bool flatten_batch = true;  // block-diagonal mask over cu_seqlens
+  bool softmax_in_single_precision = false;
+};
+
+// Everything a caller hands to a backend's forward().
+struct AttentionCall {
+  Tensor q, k, v;  // [T, H, D], or [b, s, H, D] (flashinfer_cudnn only)
+  int64_t bsz = 1;
+  int64_t seq_len = 0;  // the layer passes s = tokens per batch item
+  Value cu_seqlens;     // None, a Tensor, a SingletonCache or a list
+  std::optional<VisionAttentionMetadata> forward_metadata;  // nullopt is None
+  Kwargs kwargs;  // sequence_lengths, max_seqlen, output_ws, softmax_scale
+  Entry entry = Entry::kDirect;
+  bool graph_mode = false;  // SGLANG_VIT_ENABLE_CUDA_GRAPH
+  SdpaOptions sdpa;
+};
+
+}  // namespace varlen
+
+#endif  // VARLEN_CONTRACT_CALL_H_

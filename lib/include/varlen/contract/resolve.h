@@ -1,0 +1,105 @@
+// File: varlen/contract/resolve.h
+// -----------------------------------------------------------------------------
+//
+// Resolve() turns whatever a caller passed (AttentionCall) into the native
+// arguments of one calling convention (ResolvedArgs), in one of two modes:
+//
+//   * faithful: SGLang's resolution, step for step. Errors carry SGLang's
+//     Python kind and exact message; bad values it lets through (a too-small
+//     max_seqlen, a wrong elements-per-token, wrapped int32 offsets) are let
+//     through here too, and surface later as numerical corruption.
+//   * hardened: the same inputs, but every argument is validated; an error
+//     names the argument, the value and the rule.
+//
+// Whatever the outcome, the Resolution records what resolution made the
+// device do (host syncs, copies, casts) and a few notes on the path taken.
+//
+// Example:
+//   AttentionCall call = ...;
+//   Resolution r = Resolve(call, Profile::kFlashinferCudnn, Mode::kFaithful);
+//   if (!r.status.ok()) std::cout << FormatPythonError(r.status);
+
+#ifndef VARLEN_CONTRACT_RESOLVE_H_
+#define VARLEN_CONTRACT_RESOLVE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "varlen/contract/call.h"
+#include "varlen/core/device_ledger.h"
+#include "varlen/core/tensor.h"
+#include "varlen/core/value.h"
+
+namespace varlen {
+
+// cudnn_batch_prefill_with_kv_cache's varlen arguments (contract rule 17).
+struct FlashinferCudnnArgs {
+  Tensor actual_seq_lens;  // (B, 1, 1, 1) int32 on q's device, B padded
+  Tensor batch_offsets_qk;  // (B+1, 1, 1, 1) int32 element offsets, q and k
+  Tensor batch_offsets_v;
+  Tensor batch_offsets_o;
+  int64_t max_token_per_sequence = 0;
+  int64_t max_sequence_kv = 0;
+  double scale = 0.0;
+  bool output_4d = false;  // q arrived as [b, s, h, d]; the output is reshaped back
+  Shape input_shape;       // q's shape as the caller passed it
+};
+
+// flash_attn_varlen_func's varlen arguments. The values are whatever
+// resolution produced (a hand-built metadata object or a graph-mode list
+// can hand the kernel anything); the kernel entry checks them.
+struct Fa3Args {
+  Value cu_seqlens;  // used for both q and k
+  Value max_seqlen;  // used for both q and k
+  double scale = 0.0;
+};
+
+// context_attention_fwd's varlen arguments.
+struct TritonArgs {
+  Value cu_seqlens;  // neither cast nor moved on the kwargs path
+  Value seq_lens;
+  Value max_seqlen;
+  bool output_from_workspace = false;  // graph mode writes into output_ws
+  Value output_ws;
+  double scale = 0.0;
+};
+
+// The SDPA backend's mask, read on the host from cu_seqlens.
+struct SdpaArgs {
+  enum class Mask {
+    kBlockDiagonal,  // flatten_batch: one block per cu_seqlens segment
+    kPadding,        // per batch item: (row < len) & (col < len)
+    kNone,           // no cu_seqlens and no mask: plain attention per item
+  };
+  Mask mask = Mask::kNone;
+  std::vector<int64_t> cu_seqlens;  // host copy used to build the mask
+  int64_t bsz = 1;
+  int64_t tokens_per_item = 0;  // s = q.shape[0] // bsz
+  double scale = 0.0;           // the construction-time scale
+};
+
+struct ResolvedArgs {
+  std::variant<FlashinferCudnnArgs, Fa3Args, TritonArgs, SdpaArgs> args;
+};
+
+// The outcome of one resolution.
+struct Resolution {
+  absl::Status status;                // OK, or the error resolution raised
+  std::optional<ResolvedArgs> args;   // set exactly when status is OK
+  std::vector<DeviceEvent> events;    // host syncs, copies, casts, in order
+  std::vector<std::string> notes;     // the path taken, for reports
+
+  DeviceEventCounts counts() const;
+};
+
+// Resolves `call` for `profile` in `mode`. Never throws; never reads past
+// what it validated.
+Resolution Resolve(const AttentionCall& call, Profile profile, Mode mode);
+
+}  // namespace varlen
+
+#endif  // VARLEN_CONTRACT_RESOLVE_H_
