@@ -1,0 +1,99 @@
+#include "varlen/contract/platform.h"
+
+#include "absl/strings/str_cat.h"
+#include "varlen/core/status.h"
+
+namespace varlen {
+namespace {
+
+bool IsBlackwell(const Platform& p) {
+  return p.kind == Platform::Kind::kCuda && p.major >= 10 && p.major <= 12;
+}
+
+std::string PlatformDefault(const Platform& p) {
+  switch (p.kind) {
+    case Platform::Kind::kCuda:
+      if (p.major == 9) return "fa3";
+      if (p.major == 10 && p.minor != 3) return "fa4";
+      return "triton_attn";
+    case Platform::Kind::kNpu:
+      return "ascend_attn";
+    case Platform::Kind::kMusa:
+      return (p.major > 3 || (p.major == 3 && p.minor >= 1)) ? "fa3" : "triton_attn";
+    case Platform::Kind::kHip:
+      return ((p.major > 9 || (p.major == 9 && p.minor >= 4)) && p.use_aiter) ? "aiter_attn"
+                                                                              : "triton_attn";
+    case Platform::Kind::kCpu:
+      return p.cpu_amx ? "amx_attn" : "sdpa";
+    case Platform::Kind::kXpu:
+      return p.intel_xpu_backend ? "xpu_attn" : "triton_attn";
+    case Platform::Kind::kOther:
+      return "sdpa";
+  }
+  return "sdpa";
+}
+
+absl::Status OnlyAvailable(absl::string_view message) {
+  return PythonError(PyErrorKind::kException, message);
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> DetermineAttentionBackend(
+    const Platform& platform, const std::optional<std::string>& server_override,
+    const std::optional<std::string>& passed_backend) {
+  std::string backend = server_override.has_value()   ? *server_override
+                        : passed_backend.has_value() ? *passed_backend
+                                                     : PlatformDefault(platform);
+  if (backend == "fa3" && IsBlackwell(platform)) {
+    return PythonError(PyErrorKind::kValueError,
+                       "The 'fa3' backend is not supported on Blackwell GPUs");
+  }
+  return backend;
+}
+
+absl::Status ConstructBackend(absl::string_view backend, const Platform& platform) {
+  using Kind = Platform::Kind;
+  const Kind kind = platform.kind;
+  if (backend == "fa3" && kind != Kind::kCuda && kind != Kind::kMusa) {
+    return OnlyAvailable("VisionFlash3Attention is only available for cuda or musa");
+  }
+  if (backend == "fa4" && kind != Kind::kCuda) {
+    return OnlyAvailable("VisionFlash4Attention is only available for cuda");
+  }
+  if (backend == "flashinfer_cudnn" && kind != Kind::kCuda) {
+    return OnlyAvailable("VisionFlashInferAttention is only available for cuda");
+  }
+  if (backend == "aiter_attn" && kind != Kind::kHip) {
+    return OnlyAvailable("aiter_attn is only available for AMD");
+  }
+  if (backend == "ascend_attn" && kind != Kind::kNpu) {
+    return OnlyAvailable("VisionAscendAttention is only available for ascend npu");
+  }
+  if (backend == "amx_attn" && !(kind == Kind::kCpu && platform.cpu_amx)) {
+    return OnlyAvailable("VisionAMXAttention is only available for cpu with amx support");
+  }
+  if (backend == "xpu_attn" && kind != Kind::kXpu) {
+    return OnlyAvailable("VisionIntelXPUAttention is only available for Intel XPU");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int64_t>> AscendActualSeqLengths(const Tensor& cu_seqlens,
+                                                            int64_t total_tokens) {
+  std::vector<int64_t> cu = cu_seqlens.ToHostInts("cu_seqlens.to(\"cpu\")");
+  std::vector<int64_t> ends;
+  for (size_t i = 1; i < cu.size(); ++i) {
+    ends.push_back(static_cast<int32_t>(static_cast<uint32_t>(cu[i])));  // .to(torch.int32)
+  }
+  const int64_t last = ends.empty() ? 0 : ends.back();
+  if (last != total_tokens) {
+    return PythonError(PyErrorKind::kRuntimeError,
+                       absl::StrCat("queryT(", total_tokens,
+                                    ") must be equal to the last element of actualSequenceLengthQ(",
+                                    last, ")"));
+  }
+  return ends;
+}
+
+}  // namespace varlen

@@ -1,0 +1,57 @@
+// File: varlen/contract/platform.h
+// -----------------------------------------------------------------------------
+//
+// The parts of SGLang's vision attention contract that depend on the platform
+// rather than on the arguments (contract §2.10, rules 22 and 26): which
+// backend a VisionAttention picks, the "...is only available for..."
+// exceptions of wrong-platform constructors, and the Ascend backend's
+// conversion of cu_seqlens into cumulative ends.
+
+#ifndef VARLEN_CONTRACT_PLATFORM_H_
+#define VARLEN_CONTRACT_PLATFORM_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "varlen/core/tensor.h"
+
+namespace varlen {
+
+struct Platform {
+  enum class Kind { kCuda, kNpu, kMusa, kHip, kCpu, kXpu, kOther };
+  Kind kind = Kind::kCuda;
+  int major = 9;  // device capability (CUDA, MUSA, HIP)
+  int minor = 0;
+  bool cpu_amx = false;            // CPU with AMX support
+  bool use_aiter = false;          // SGLANG_USE_AITER on HIP
+  bool intel_xpu_backend = false;  // use_intel_xpu_backend()
+};
+
+// _determine_attention_backend: the server override, else the constructor
+// argument, else the platform default; ValueError("The 'fa3' backend is not
+// supported on Blackwell GPUs") when the result is fa3 on Blackwell.
+absl::StatusOr<std::string> DetermineAttentionBackend(
+    const Platform& platform, const std::optional<std::string>& server_override,
+    const std::optional<std::string>& passed_backend);
+
+// The backend's constructor platform check: OK, or the bare Exception its
+// constructor raises ("VisionFlash3Attention is only available for cuda or
+// musa", ...). sdpa and triton_attn construct anywhere.
+absl::Status ConstructBackend(absl::string_view backend, const Platform& platform);
+
+// VisionAscendAttention's actual_seq_lengths: cumulative ends
+// cu_seqlens[1:] as a host list (reading cu on the host is a sync when it
+// lives on the device). The fused NPU kernel then requires the last end to
+// equal the number of tokens, else RuntimeError("queryT(T) must be equal to
+// the last element of actualSequenceLengthQ(end)").
+absl::StatusOr<std::vector<int64_t>> AscendActualSeqLengths(const Tensor& cu_seqlens,
+                                                            int64_t total_tokens);
+
+}  // namespace varlen
+
+#endif  // VARLEN_CONTRACT_PLATFORM_H_
