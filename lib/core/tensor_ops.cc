@@ -1,6 +1,8 @@
 #include "tensor_ops.h"
 
 #include <algorithm>
+#include <cassert>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "varlen/core/device_ledger.h"
@@ -55,7 +57,10 @@ absl::StatusOr<Tensor> Max(const Tensor& t) {
   Tensor out = Tensor::Zeros(t.dtype(), t.device(), {});
   if (IsFloatingPoint(t.dtype())) {
     double best = t.DoubleAt(0);
-    for (int64_t i = 1; i < t.numel(); ++i) best = std::max(best, t.DoubleAt(i));
+    for (int64_t i = 1; i < t.numel() && !std::isnan(best); ++i) {
+      const double v = t.DoubleAt(i);
+      best = std::isnan(v) ? v : std::max(best, v);  // torch propagates NaN
+    }
     out.SetDoubleAt(0, best);
   } else {
     int64_t best = t.IntAt(0);
@@ -77,19 +82,37 @@ absl::StatusOr<Value> Item(const Tensor& t, absl::string_view what) {
   return Value::Int(v);
 }
 
+namespace {
+// out[to] = t[from], keeping floating values exact.
+void CopyElement(const Tensor& t, int64_t from, const Tensor& out, int64_t to) {
+  if (IsFloatingPoint(t.dtype())) {
+    out.SetDoubleAt(to, t.DoubleAt(from));
+  } else {
+    out.SetIntAt(to, t.IntAt(from));
+  }
+}
+}  // namespace
+
 Tensor Cat(const std::vector<Tensor>& parts) {
+  assert(!parts.empty());
   int64_t n = 0;
   for (const Tensor& p : parts) n += p.numel();
   Tensor out = Tensor::Zeros(parts.front().dtype(), parts.front().device(), {n});
   int64_t at = 0;
   for (const Tensor& p : parts) {
-    for (int64_t i = 0; i < p.numel(); ++i) out.SetIntAt(at++, p.IntAt(i));
+    for (int64_t i = 0; i < p.numel(); ++i) CopyElement(p, i, out, at++);
   }
   return out;
 }
 
 Tensor MulScalar(const Tensor& t, int64_t scalar) {
   Tensor out = Tensor::Zeros(t.dtype(), t.device(), t.shape());
+  if (IsFloatingPoint(t.dtype())) {
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      out.SetDoubleAt(i, t.DoubleAt(i) * static_cast<double>(scalar));
+    }
+    return out;
+  }
   for (int64_t i = 0; i < t.numel(); ++i) {
     out.SetIntAt(i, static_cast<int64_t>(static_cast<uint64_t>(t.IntAt(i)) *
                                          static_cast<uint64_t>(scalar)));
@@ -100,6 +123,10 @@ Tensor MulScalar(const Tensor& t, int64_t scalar) {
 absl::StatusOr<Tensor> Arange(int64_t start, int64_t end, int64_t step, DType dtype,
                               Device device) {
   if (step == 0) return PythonError(PyErrorKind::kRuntimeError, "step must be nonzero");
+  if ((step > 0 && end < start) || (step < 0 && end > start)) {
+    return PythonError(PyErrorKind::kRuntimeError,
+                       "upper bound and larger bound inconsistent with step sign");
+  }
   std::vector<int64_t> values;
   for (int64_t v = start; step > 0 ? v < end : v > end; v += step) values.push_back(v);
   return Tensor::FromInts(values, dtype, device);
@@ -107,7 +134,13 @@ absl::StatusOr<Tensor> Arange(int64_t start, int64_t end, int64_t step, DType dt
 
 Tensor PadTo(const Tensor& t, int64_t length, int64_t fill) {
   Tensor out = Tensor::Zeros(t.dtype(), t.device(), {length});
-  for (int64_t i = 0; i < length; ++i) out.SetIntAt(i, i < t.numel() ? t.IntAt(i) : fill);
+  for (int64_t i = 0; i < length; ++i) {
+    if (i < t.numel()) {
+      CopyElement(t, i, out, i);
+    } else {
+      out.SetIntAt(i, fill);
+    }
+  }
   return out;
 }
 

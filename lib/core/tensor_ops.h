@@ -36,14 +36,14 @@ absl::StatusOr<Tensor> Max(const Tensor& t);
 // unless numel() == 1.
 absl::StatusOr<Value> Item(const Tensor& t, absl::string_view what);
 
-// torch.cat of 1-d tensors that share dtype and device.
+// torch.cat of 1-d tensors that share dtype and device. REQUIRES: non-empty.
 Tensor Cat(const std::vector<Tensor>& parts);
 
 // t * scalar in t's dtype (an int32 product wraps modulo 2^32).
 Tensor MulScalar(const Tensor& t, int64_t scalar);
 
-// torch.arange(start, end, step, dtype, device); RuntimeError("step must be
-// nonzero") for step == 0.
+// torch.arange(start, end, step, dtype, device), with torch's RuntimeErrors
+// for step == 0 and for a step pointing away from `end`.
 absl::StatusOr<Tensor> Arange(int64_t start, int64_t end, int64_t step, DType dtype,
                               Device device);
 

@@ -162,9 +162,9 @@ std::string PyFloatRepr(double value) {
 
 namespace {
 
-bool IsPyIntSpace(unsigned char c) {
-  return c == ' ' || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f);
-}
+// int() strips only ASCII whitespace from ASCII text (\x1c-\x1f are
+// str.isspace() but not stripped).
+bool IsPyIntSpace(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
 absl::Status InvalidLiteral(absl::string_view text) {
   std::string repr = PyStrRepr(text);

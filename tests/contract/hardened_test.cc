@@ -1,1 +1,447 @@
-// (tests to be written)
+// Tests hardened Resolve(): what it derives, what it rejects and that it never passes what faithful lets through.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "varlen/contract/call.h"
+#include "varlen/contract/metadata.h"
+#include "varlen/contract/resolve.h"
+#include "varlen/core/device_ledger.h"
+#include "varlen/core/status.h"
+#include "varlen/core/tensor.h"
+#include "varlen/core/value.h"
+
+namespace varlen {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+constexpr Device kCpu = Device::kCpu;
+constexpr Device kCuda = Device::kCuda;
+
+std::vector<int64_t> Ints(const Tensor& t) {
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < t.numel(); ++i) out.push_back(t.IntAt(i));
+  return out;
+}
+std::vector<int64_t> Ints(const Value& v) { return Ints(v.as_tensor()); }
+
+Tensor IntTensor(const std::vector<int64_t>& values, DType dtype = DType::kInt32,
+                 Device device = kCuda) {
+  return Tensor::FromInts(values, dtype, device);
+}
+
+// A call with q [tokens, heads, dim], k and v [tokens, kv_heads, dim], all on
+// cuda without storage, and int32 token offsets `cu` on cuda.
+AttentionCall Call(const std::vector<int64_t>& cu, int64_t heads, int64_t dim,
+                   int64_t kv_heads = -1) {
+  const int64_t tokens = cu.back();
+  if (kv_heads < 0) kv_heads = heads;
+  AttentionCall call;
+  call.q = Tensor::ShapeOnly(DType::kBFloat16, kCuda, {tokens, heads, dim});
+  call.k = Tensor::ShapeOnly(DType::kBFloat16, kCuda, {tokens, kv_heads, dim});
+  call.v = Tensor::ShapeOnly(DType::kBFloat16, kCuda, {tokens, kv_heads, dim});
+  call.seq_len = tokens;
+  call.cu_seqlens = Value::FromTensor(IntTensor(cu));
+  return call;
+}
+
+// [3, 5, 2] with 2 heads of dim 4; and [480, 720] with 16 heads of dim 96.
+AttentionCall SmallCall() { return Call({0, 3, 8, 10}, 2, 4); }
+AttentionCall FlashinferCall() { return Call({0, 480, 1200}, 16, 96); }
+
+VisionAttentionMetadata Built(const std::vector<int64_t>& cu, int64_t elem_per_token,
+                              Mode mode = Mode::kHardened) {
+  const Value offsets = Value::FromTensor(IntTensor(cu));
+  return elem_per_token > 0
+             ? *PrepareFlashinferCudnnMetadata(offsets, kCuda, elem_per_token, mode)
+             : *PrepareVisionAttentionMetadata(offsets, kCuda, {}, mode);
+}
+
+void ExpectPyError(const absl::Status& status, PyErrorKind kind, const std::string& message) {
+  EXPECT_EQ(PythonErrorKindOf(status), kind) << FormatPythonError(status);
+  EXPECT_EQ(status.message(), message);
+}
+
+template <typename T>
+const T& ArgsOf(const Resolution& r) {
+  return std::get<T>(r.args->args);
+}
+
+const Value& MaxOf(const Resolution& r, Profile profile) {
+  return profile == Profile::kFa3 ? ArgsOf<Fa3Args>(r).max_seqlen
+                                  : ArgsOf<TritonArgs>(r).max_seqlen;
+}
+
+// The seed scenario ----------------------------------------------------------------------
+
+TEST(HardenedFlashinferCudnn, TokenOffsetsWithoutSequenceLengthsResolveAsTheBuilderWould) {
+  const VisionAttentionMetadata built = Built({0, 480, 1200}, 1536, Mode::kFaithful);
+  const std::vector<int64_t> packed = Ints(built.packed_indptrs);
+  for (Entry entry : {Entry::kDirect, Entry::kLayer}) {
+    AttentionCall call = FlashinferCall();
+    call.entry = entry;
+    Resolution r = Resolve(call, Profile::kFlashinferCudnn, Mode::kHardened);
+    ASSERT_TRUE(r.status.ok()) << FormatPythonError(r.status);
+    EXPECT_FALSE(r.notes.empty());
+    const auto& args = ArgsOf<FlashinferCudnnArgs>(r);
+    EXPECT_EQ(Ints(args.actual_seq_lens), Ints(built.sequence_lengths));
+    EXPECT_EQ(args.actual_seq_lens.shape(), (Shape{8, 1, 1, 1}));
+    EXPECT_EQ(Ints(args.batch_offsets_qk), std::vector<int64_t>(packed.begin(), packed.begin() + 9));
+    EXPECT_EQ(Ints(args.batch_offsets_v),
+              std::vector<int64_t>(packed.begin() + 9, packed.begin() + 18));
+    EXPECT_EQ(Ints(args.batch_offsets_o), std::vector<int64_t>(packed.begin() + 18, packed.end()));
+    EXPECT_EQ(args.max_token_per_sequence, built.flashinfer_max_seqlen.as_int());
+    EXPECT_EQ(args.max_sequence_kv, 4096);
+  }
+}
+
+TEST(HardenedFlashinferCudnn, SeedScenarioFailsFaithfully) {
+  ExpectPyError(
+      Resolve(FlashinferCall(), Profile::kFlashinferCudnn, Mode::kFaithful).status,
+      PyErrorKind::kRuntimeError,
+      "sequence_lengths should be prepared for vision flashinfer_cudnn attention backend");
+}
+
+// Rejections --------------------------------------------------------------------------------
+
+TEST(HardenedRejects, TooSmallMaxSeqlenOnTokenProfiles) {
+  for (Profile profile : {Profile::kFa3, Profile::kTritonAttn}) {
+    AttentionCall call = SmallCall();
+    call.kwargs.set("max_seqlen", Value::Int(4));
+    ExpectPyError(Resolve(call, profile, Mode::kHardened).status, PyErrorKind::kValueError,
+                  "max_seqlen=4 < 5 = cu_seqlens[2] - cu_seqlens[1]: max_seqlen must be at least "
+                  "the longest sequence");
+    // The same from prepared metadata.
+    AttentionCall with_metadata = SmallCall();
+    with_metadata.forward_metadata = Built({0, 3, 8, 10}, 0);
+    with_metadata.forward_metadata->max_seqlen = Value::Int(4);
+    ExpectPyError(Resolve(with_metadata, profile, Mode::kHardened).status,
+                  PyErrorKind::kValueError,
+                  "max_seqlen=4 < 5 = the longest sequence of the metadata: max_seqlen must be at "
+                  "least the longest sequence");
+  }
+}
+
+TEST(HardenedRejects, TooSmallMaxSeqlenOnFlashinfer) {
+  AttentionCall call = FlashinferCall();
+  call.kwargs.set("max_seqlen", Value::Int(700));
+  ExpectPyError(Resolve(call, Profile::kFlashinferCudnn, Mode::kHardened).status,
+                PyErrorKind::kValueError,
+                "max_seqlen=700 < 720 = sequence_lengths[1]: max_seqlen must be at least the "
+                "longest sequence");
+  AttentionCall with_metadata = FlashinferCall();
+  with_metadata.forward_metadata = Built({0, 480, 1200}, 1536);
+  with_metadata.forward_metadata->flashinfer_max_seqlen = Value::Int(512);
+  ExpectPyError(Resolve(with_metadata, Profile::kFlashinferCudnn, Mode::kHardened).status,
+                PyErrorKind::kValueError,
+                "max_seqlen=512 < 720 = the longest sequence of the metadata: max_seqlen must be "
+                "at least the longest sequence");
+}
+
+// sdpa takes no max_seqlen (its mask comes from cu_seqlens alone), so a
+// too-small value cannot reach a kernel there; hardened sdpa ignores it.
+TEST(HardenedRejects, SdpaHasNoMaxSeqlenToCheck) {
+  AttentionCall call = SmallCall();
+  call.kwargs.set("max_seqlen", Value::Int(1));
+  Resolution r = Resolve(call, Profile::kSdpa, Mode::kHardened);
+  ASSERT_TRUE(r.status.ok()) << FormatPythonError(r.status);
+  EXPECT_THAT(ArgsOf<SdpaArgs>(r).cu_seqlens, ElementsAre(0, 3, 8, 10));
+}
+
+TEST(HardenedRejects, FloatAndStringMaxSeqlen) {
+  for (Profile profile : {Profile::kFa3, Profile::kTritonAttn, Profile::kFlashinferCudnn}) {
+    AttentionCall call = profile == Profile::kFlashinferCudnn ? FlashinferCall() : SmallCall();
+    call.kwargs.set("max_seqlen", Value::Float(4096.0));
+    ExpectPyError(Resolve(call, profile, Mode::kHardened).status, PyErrorKind::kTypeError,
+                  "max_seqlen=4096.0 is a float: it must be an int, never truncated");
+    call.kwargs.set("max_seqlen", Value::Str("4096"));
+    ExpectPyError(Resolve(call, profile, Mode::kHardened).status, PyErrorKind::kTypeError,
+                  "max_seqlen='4096' is a str: it must be an int or a one-element integer tensor");
+  }
+}
+
+TEST(HardenedRejects, NonMonotoneCuSeqlens) {
+  for (Profile profile :
+       {Profile::kFa3, Profile::kTritonAttn, Profile::kSdpa, Profile::kFlashinferCudnn}) {
+    AttentionCall call = Call({0, 20, 17, 30}, 2, 4);
+    ExpectPyError(Resolve(call, profile, Mode::kHardened).status, PyErrorKind::kValueError,
+                  "cu_seqlens[2]=17 < cu_seqlens[1]=20: offsets must be non-decreasing");
+  }
+}
+
+TEST(HardenedRejects, LastOffsetOtherThanTheTokenCount) {
+  for (Profile profile :
+       {Profile::kFa3, Profile::kTritonAttn, Profile::kSdpa, Profile::kFlashinferCudnn}) {
+    AttentionCall call = SmallCall();
+    call.cu_seqlens = Value::FromTensor(IntTensor({0, 3, 8, 9}));
+    ExpectPyError(Resolve(call, profile, Mode::kHardened).status, PyErrorKind::kValueError,
+                  "cu_seqlens[3]=9 != 10 = q.shape[0]: the last offset must equal the number of "
+                  "packed tokens");
+  }
+}
+
+TEST(HardenedRejects, Int64OffsetsBeyondInt32) {
+  for (Profile profile : {Profile::kFa3, Profile::kTritonAttn}) {
+    AttentionCall call = Call({0, 4}, 2, 4);
+    call.cu_seqlens =
+        Value::FromTensor(IntTensor({0, (int64_t{1} << 32) + 4}, DType::kInt64, kCpu));
+    ExpectPyError(Resolve(call, profile, Mode::kHardened).status, PyErrorKind::kValueError,
+                  "cu_seqlens[1]=4294967300 > 2147483647: offsets must fit in int32");
+  }
+}
+
+TEST(HardenedRejects, WrongElementsPerTokenInPackedIndptrs) {
+  // Kwargs path: packed indptrs built for 1024 elements per token, q has 1536.
+  const VisionAttentionMetadata narrow = Built({0, 480, 1200}, 1024, Mode::kFaithful);
+  AttentionCall call = FlashinferCall();
+  call.cu_seqlens = narrow.packed_indptrs;
+  call.kwargs.set("sequence_lengths", narrow.sequence_lengths);
+  call.kwargs.set("max_seqlen", Value::Int(4096));
+  ExpectPyError(Resolve(call, Profile::kFlashinferCudnn, Mode::kHardened).status,
+                PyErrorKind::kValueError,
+                "cu_seqlens[1]=491520 != 737280 (qk offset of sequence 1): each offset must be the "
+                "running sum of sequence_lengths x heads*head_dim (1536)");
+  // Unstamped metadata, validated the same way.
+  AttentionCall hand_built = FlashinferCall();
+  hand_built.forward_metadata = narrow;
+  ExpectPyError(Resolve(hand_built, Profile::kFlashinferCudnn, Mode::kHardened).status,
+                PyErrorKind::kValueError,
+                "forward_metadata.packed_indptrs[1]=491520 != 737280 (qk offset of sequence 1): "
+                "each offset must be the running sum of sequence_lengths x heads*head_dim (1536)");
+  // Stamped metadata: the stamp names the width it was built for.
+  AttentionCall stamped = FlashinferCall();
+  stamped.forward_metadata = Built({0, 480, 1200}, 1024);
+  ExpectPyError(Resolve(stamped, Profile::kFlashinferCudnn, Mode::kHardened).status,
+                PyErrorKind::kValueError,
+                "forward_metadata was built with elem_per_token=1024 but q has "
+                "heads*head_dim=1536: the packed offsets use the wrong width");
+}
+
+TEST(HardenedRejects, GarbageInTheVAndOThirds) {
+  const VisionAttentionMetadata m = Built({0, 480, 1200}, 1536, Mode::kFaithful);
+  std::vector<int64_t> packed = Ints(m.packed_indptrs);
+  packed[9 + 1] = 7;  // the v offset of sequence 1
+  AttentionCall call = FlashinferCall();
+  call.cu_seqlens = Value::FromTensor(IntTensor(packed));
+  call.kwargs.set("sequence_lengths", m.sequence_lengths);
+  call.kwargs.set("max_seqlen", Value::Int(4096));
+  ASSERT_TRUE(Resolve(call, Profile::kFlashinferCudnn, Mode::kFaithful).status.ok());
+  ExpectPyError(Resolve(call, Profile::kFlashinferCudnn, Mode::kHardened).status,
+                PyErrorKind::kValueError,
+                "cu_seqlens[10]=7 != 737280 (v offset of sequence 1): each offset must be the "
+                "running sum of sequence_lengths x heads*head_dim (1536)");
+}
+
+TEST(HardenedRejects, StaleMetadata) {
+  for (Profile profile : {Profile::kFa3, Profile::kTritonAttn}) {
+    AttentionCall call = Call({0, 3, 8, 12}, 2, 4);
+    call.forward_metadata = Built({0, 3, 8, 10}, 0);
+    ExpectPyError(Resolve(call, profile, Mode::kHardened).status, PyErrorKind::kValueError,
+                  "forward_metadata was built for 10 tokens but q has 12: metadata must be "
+                  "rebuilt for every batch");
+  }
+  AttentionCall call = Call({0, 480, 1000}, 16, 96);
+  call.forward_metadata = Built({0, 480, 1200}, 1536);
+  ExpectPyError(Resolve(call, Profile::kFlashinferCudnn, Mode::kHardened).status,
+                PyErrorKind::kValueError,
+                "forward_metadata was built for 1200 tokens but q has 1000: metadata must be "
+                "rebuilt for every batch");
+}
+
+TEST(HardenedRejects, ElementOffsetsBeyondInt32) {
+  AttentionCall call = Call({0, 1864136}, 16, 72);
+  ExpectPyError(Resolve(call, Profile::kFlashinferCudnn, Mode::kHardened).status,
+                PyErrorKind::kValueError,
+                "total tokens 1864136 x elements per token 1152 = 2147484672 > 2147483647: "
+                "element offsets must fit in int32 (at most 1864135 tokens at this width)");
+}
+
+TEST(HardenedRejects, FlashinferHeadsAndHeadDimMismatch) {
+  AttentionCall gqa = Call({0, 480, 1200}, 16, 96, /*kv_heads=*/8);
+  ExpectPyError(Resolve(gqa, Profile::kFlashinferCudnn, Mode::kHardened).status,
+                PyErrorKind::kValueError,
+                "k has 8 heads and v has 8 but q has 16: flashinfer_cudnn offsets q, k and v with "
+                "one per-token width, so heads must match");
+  AttentionCall wide_v = FlashinferCall();
+  wide_v.v = Tensor::ShapeOnly(DType::kBFloat16, kCuda, {1200, 16, 128});
+  ExpectPyError(Resolve(wide_v, Profile::kFlashinferCudnn, Mode::kHardened).status,
+                PyErrorKind::kValueError,
+                "v has head_dim 128 but q has 96: flashinfer_cudnn offsets v with the q/k width, "
+                "so head dims must match");
+  // GQA is fine for the token-offset profiles.
+  Resolution fa3 = Resolve(Call({0, 3, 8, 10}, 4, 4, /*kv_heads=*/2), Profile::kFa3,
+                           Mode::kHardened);
+  EXPECT_TRUE(fa3.status.ok()) << FormatPythonError(fa3.status);
+}
+
+TEST(HardenedRejects, GraphModeBuffersTheKernelReadsAsTheyAre) {
+  AttentionCall call = SmallCall();
+  call.graph_mode = true;
+  call.kwargs.set("output_ws", Value::FromTensor(Tensor::Zeros(DType::kBFloat16, kCuda, {10, 2, 4})));
+  call.cu_seqlens =
+      Value::List({Value::FromTensor(IntTensor({0, 3, 8, 10}, DType::kInt64, kCpu)),
+                   Value::FromTensor(IntTensor({3, 5, 2})), Value::Int(5)});
+  ASSERT_TRUE(Resolve(call, Profile::kTritonAttn, Mode::kFaithful).status.ok());
+  ExpectPyError(Resolve(call, Profile::kTritonAttn, Mode::kHardened).status,
+                PyErrorKind::kValueError,
+                "cu_seqlens[0] is int64 on cpu: in cuda-graph mode the kernel reads it as it is, "
+                "so it must be int32 on q's device (cuda)");
+}
+
+TEST(HardenedRejects, GraphModeThroughTheLayerWithoutOutputWs) {
+  AttentionCall call = SmallCall();
+  call.entry = Entry::kLayer;
+  call.graph_mode = true;
+  call.cu_seqlens = Value::List({Value::FromTensor(IntTensor({0, 3, 8, 10})),
+                                 Value::FromTensor(IntTensor({3, 5, 2})), Value::Int(5)});
+  ExpectPyError(Resolve(call, Profile::kTritonAttn, Mode::kHardened).status,
+                PyErrorKind::kValueError,
+                "output_ws=None: in cuda-graph mode it must be a preallocated tensor with q's "
+                "shape [10, 2, 4] and dtype bfloat16");
+}
+
+// Graph safety ------------------------------------------------------------------------------
+
+TEST(HardenedGraphSafety, StampedBuilderMetadataNeedsNoDeviceWork) {
+  struct Case {
+    Profile profile;
+    AttentionCall call;
+  };
+  AttentionCall fa3 = SmallCall();
+  fa3.forward_metadata = Built({0, 3, 8, 10}, 0);
+  AttentionCall triton = SmallCall();
+  triton.forward_metadata = Built({0, 3, 8, 10}, 0);
+  AttentionCall flashinfer = FlashinferCall();
+  flashinfer.forward_metadata = Built({0, 480, 1200}, 1536);
+  for (const Case& c : std::vector<Case>{{Profile::kFa3, fa3},
+                                         {Profile::kTritonAttn, triton},
+                                         {Profile::kFlashinferCudnn, flashinfer}}) {
+    for (Entry entry : {Entry::kDirect, Entry::kLayer}) {
+      AttentionCall call = c.call;
+      call.entry = entry;
+      Resolution r = Resolve(call, c.profile, Mode::kHardened);
+      ASSERT_TRUE(r.status.ok()) << ProfileName(c.profile) << ": " << FormatPythonError(r.status);
+      EXPECT_EQ(r.counts().host_syncs, 0) << ProfileName(c.profile);
+      EXPECT_THAT(r.events, IsEmpty()) << ProfileName(c.profile);
+    }
+  }
+}
+
+TEST(HardenedGraphSafety, StampedFlashinferMetadataResolvesToTheBuilderValues) {
+  AttentionCall call = FlashinferCall();
+  call.forward_metadata = Built({0, 480, 1200}, 1536);
+  Resolution r = Resolve(call, Profile::kFlashinferCudnn, Mode::kHardened);
+  ASSERT_TRUE(r.status.ok()) << FormatPythonError(r.status);
+  EXPECT_THAT(Ints(ArgsOf<FlashinferCudnnArgs>(r).actual_seq_lens),
+              ElementsAre(480, 720, 0, 0, 0, 0, 0, 0));
+  EXPECT_EQ(ArgsOf<FlashinferCudnnArgs>(r).max_token_per_sequence, 4096);
+}
+
+TEST(HardenedGraphSafety, UnstampedMetadataIsValidatedOnTheHost) {
+  AttentionCall call = SmallCall();
+  call.forward_metadata = Built({0, 3, 8, 10}, 0, Mode::kFaithful);
+  Resolution r = Resolve(call, Profile::kFa3, Mode::kHardened);
+  ASSERT_TRUE(r.status.ok()) << FormatPythonError(r.status);
+  EXPECT_EQ(r.counts().host_syncs, 1);  // cu read once to validate it
+  EXPECT_EQ(ArgsOf<Fa3Args>(r).max_seqlen.as_int(), 5);
+}
+
+// Hardened never lets through what faithful lets through silently ---------------------------
+
+TEST(HardenedVsFaithful, TooSmallMaxSeqlen) {
+  for (Profile profile : {Profile::kFa3, Profile::kTritonAttn}) {
+    AttentionCall call = SmallCall();
+    call.kwargs.set("max_seqlen", Value::Int(3));
+    Resolution faithful = Resolve(call, profile, Mode::kFaithful);
+    ASSERT_TRUE(faithful.status.ok()) << FormatPythonError(faithful.status);
+    EXPECT_EQ(MaxOf(faithful, profile).as_int(), 3);  // below the real 5
+    ExpectPyError(Resolve(call, profile, Mode::kHardened).status, PyErrorKind::kValueError,
+                  "max_seqlen=3 < 5 = cu_seqlens[2] - cu_seqlens[1]: max_seqlen must be at least "
+                  "the longest sequence");
+  }
+}
+
+TEST(HardenedVsFaithful, TruncatedFloatAndBoolMaxSeqlen) {
+  AttentionCall call = SmallCall();
+  call.kwargs.set("max_seqlen", Value::Float(5.9));
+  Resolution faithful = Resolve(call, Profile::kTritonAttn, Mode::kFaithful);
+  ASSERT_TRUE(faithful.status.ok());
+  EXPECT_EQ(ArgsOf<TritonArgs>(faithful).max_seqlen.as_int(), 5);
+  ExpectPyError(Resolve(call, Profile::kTritonAttn, Mode::kHardened).status,
+                PyErrorKind::kTypeError,
+                "max_seqlen=5.9 is a float: it must be an int, never truncated");
+  call.kwargs.set("max_seqlen", Value::Bool(true));
+  Resolution as_one = Resolve(call, Profile::kFa3, Mode::kFaithful);
+  ASSERT_TRUE(as_one.status.ok());
+  EXPECT_EQ(ArgsOf<Fa3Args>(as_one).max_seqlen.as_int(), 1);
+  ExpectPyError(Resolve(call, Profile::kFa3, Mode::kHardened).status, PyErrorKind::kTypeError,
+                "max_seqlen=True is a bool: it must be an int or a one-element integer tensor");
+}
+
+TEST(HardenedVsFaithful, Int64OffsetsThatWrapInTheCast) {
+  AttentionCall call = Call({0, 4}, 2, 4);
+  call.cu_seqlens = Value::FromTensor(IntTensor({0, (int64_t{1} << 32) + 4}, DType::kInt64, kCpu));
+  Resolution faithful = Resolve(call, Profile::kFa3, Mode::kFaithful);
+  ASSERT_TRUE(faithful.status.ok()) << FormatPythonError(faithful.status);
+  EXPECT_THAT(Ints(ArgsOf<Fa3Args>(faithful).cu_seqlens), ElementsAre(0, 4));
+  ExpectPyError(Resolve(call, Profile::kFa3, Mode::kHardened).status, PyErrorKind::kValueError,
+                "cu_seqlens[1]=4294967300 > 2147483647: offsets must fit in int32");
+}
+
+TEST(HardenedVsFaithful, TooNarrowElementsPerToken) {
+  const VisionAttentionMetadata narrow = Built({0, 480, 1200}, 1024, Mode::kFaithful);
+  AttentionCall call = FlashinferCall();
+  call.forward_metadata = narrow;
+  Resolution faithful = Resolve(call, Profile::kFlashinferCudnn, Mode::kFaithful);
+  ASSERT_TRUE(faithful.status.ok()) << FormatPythonError(faithful.status);
+  EXPECT_THAT(Ints(ArgsOf<FlashinferCudnnArgs>(faithful).batch_offsets_qk),
+              ElementsAre(0, 491520, 1228800, 1228800, 1228800, 1228800, 1228800, 1228800,
+                          1228800));
+  ExpectPyError(Resolve(call, Profile::kFlashinferCudnn, Mode::kHardened).status,
+                PyErrorKind::kValueError,
+                "forward_metadata.packed_indptrs[1]=491520 != 737280 (qk offset of sequence 1): "
+                "each offset must be the running sum of sequence_lengths x heads*head_dim (1536)");
+}
+
+TEST(HardenedVsFaithful, WrappedElementOffsets) {
+  AttentionCall call = Call({0, 1864136}, 16, 72);
+  call.forward_metadata = Built({0, 1864136}, 1152, Mode::kFaithful);
+  Resolution faithful = Resolve(call, Profile::kFlashinferCudnn, Mode::kFaithful);
+  ASSERT_TRUE(faithful.status.ok()) << FormatPythonError(faithful.status);
+  EXPECT_EQ(ArgsOf<FlashinferCudnnArgs>(faithful).batch_offsets_qk.IntAt(1), -2147482624);
+  ExpectPyError(Resolve(call, Profile::kFlashinferCudnn, Mode::kHardened).status,
+                PyErrorKind::kValueError,
+                "total tokens 1864136 x elements per token 1152 = 2147484672 > 2147483647: "
+                "element offsets must fit in int32 (at most 1864135 tokens at this width)");
+}
+
+TEST(HardenedVsFaithful, NonMonotoneCuInTriton) {
+  AttentionCall call = Call({0, 20, 17, 30}, 2, 4);
+  Resolution faithful = Resolve(call, Profile::kTritonAttn, Mode::kFaithful);
+  ASSERT_TRUE(faithful.status.ok()) << FormatPythonError(faithful.status);
+  EXPECT_THAT(Ints(ArgsOf<TritonArgs>(faithful).seq_lens), ElementsAre(20, -3, 13));
+  ExpectPyError(Resolve(call, Profile::kTritonAttn, Mode::kHardened).status,
+                PyErrorKind::kValueError,
+                "cu_seqlens[2]=17 < cu_seqlens[1]=20: offsets must be non-decreasing");
+}
+
+TEST(HardenedVsFaithful, SequenceLengthsThatDisagreeWithCu) {
+  AttentionCall call = SmallCall();
+  call.kwargs.set("sequence_lengths", Value::FromTensor(IntTensor({3, 4, 3})));
+  Resolution faithful = Resolve(call, Profile::kTritonAttn, Mode::kFaithful);
+  ASSERT_TRUE(faithful.status.ok()) << FormatPythonError(faithful.status);
+  EXPECT_THAT(Ints(ArgsOf<TritonArgs>(faithful).seq_lens), ElementsAre(3, 4, 3));
+  ExpectPyError(Resolve(call, Profile::kTritonAttn, Mode::kHardened).status,
+                PyErrorKind::kValueError,
+                "sequence_lengths[1]=4 != 5 = cu_seqlens[2] - cu_seqlens[1]: lengths must match "
+                "the offsets");
+}
+
+}  // namespace
+}  // namespace varlen

@@ -78,6 +78,7 @@ struct VisionAttentionMetadata {
 struct SdpaOptions {
   bool flatten_batch = true;  // block-diagonal mask over cu_seqlens
   bool softmax_in_single_precision = false;
+  bool operator==(const SdpaOptions&) const = default;
 };
 
 // Everything a caller hands to a backend's forward().

@@ -1,0 +1,185 @@
+// The varlen command.
+//
+//   varlen repro FILE|DIR... [--backend=NAME|all] [--json] [--brief]
+//       Runs each case on each chosen backend and prints, per run, what was
+//       passed, what resolution did, the outcome and the verdict, then one
+//       summary line. Exit status: 0 when every case met its expectation, 1
+//       when any did not, 2 for an unreadable or invalid case file or a usage
+//       error.
+//   varlen backends
+//       Lists the backends with their capabilities and availability.
+
+#include <algorithm>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+#include "varlen/backend/registry.h"
+#include "varlen/cases/case_json.h"
+#include "varlen/cases/executor.h"
+#include "varlen/cases/report.h"
+
+ABSL_FLAG(std::string, backend, "all", "backend to run the cases on, or \"all\" available ones");
+ABSL_FLAG(bool, json, false, "print one JSON document instead of text");
+ABSL_FLAG(bool, brief, false, "one line per run; full reports only for failures");
+
+namespace varlen {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;
+constexpr int kExitInvalid = 2;
+
+constexpr absl::string_view kUsage =
+    "usage:\n"
+    "  varlen repro FILE|DIR... [--backend=NAME|all] [--json] [--brief]\n"
+    "  varlen backends\n"
+    "\n"
+    "repro exits 0 when every case meets its expectation, 1 when one does not,\n"
+    "2 for an invalid case file or a usage error.";
+
+int UsageError(absl::string_view message) {
+  std::cerr << "varlen: " << message << "\n\n" << kUsage << "\n";
+  return kExitInvalid;
+}
+
+// absl exits with status 1 on an unknown flag; check first so usage errors
+// keep their own status.
+bool CheckFlagNames(int argc, char** argv, std::string* unknown) {
+  constexpr absl::string_view kKnown[] = {"backend", "json",     "brief",     "nojson", "nobrief",
+                                          "help",    "helpfull", "helpshort", "version"};
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (!absl::ConsumePrefix(&arg, "--") && !absl::ConsumePrefix(&arg, "-")) continue;
+    const absl::string_view name = arg.substr(0, arg.find('='));
+    if (std::find(std::begin(kKnown), std::end(kKnown), name) == std::end(kKnown)) {
+      *unknown = std::string(argv[i]);
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string CapabilitiesText(const BackendCapabilities& caps) {
+  std::vector<std::string> dtypes;
+  for (DType d : caps.input_dtypes) dtypes.emplace_back(DTypeName(d));
+  return absl::StrCat("dtypes ", absl::StrJoin(dtypes, "/"), ", head_dim <= ", caps.max_head_dim,
+                      ", GQA ", caps.grouped_query_attention ? "yes" : "no",
+                      ", head_dim_v != head_dim ", caps.distinct_value_head_dim ? "yes" : "no",
+                      ", device ", caps.device);
+}
+
+int ListBackends() {
+  for (const Backend* backend : AllBackends()) {
+    const absl::Status available = backend->Available();
+    std::cout << backend->name() << "  ["
+              << (available.ok() ? "available" : absl::StrCat("unavailable: ", available.message()))
+              << "]\n  " << backend->description() << "\n  " << CapabilitiesText(backend->capabilities())
+              << "\n";
+  }
+  return kExitOk;
+}
+
+int Repro(const std::vector<std::string>& paths) {
+  if (paths.empty()) return UsageError("repro needs at least one case file or directory");
+  std::vector<const Backend*> backends;
+  const std::string chosen = absl::GetFlag(FLAGS_backend);
+  if (chosen == "all") {
+    for (const Backend* b : AllBackends()) {
+      if (b->Available().ok()) backends.push_back(b);
+    }
+  } else if (const Backend* b = FindBackend(chosen)) {
+    backends.push_back(b);
+  } else {
+    std::vector<std::string> names;
+    for (const Backend* known : AllBackends()) names.emplace_back(known->name());
+    return UsageError(absl::StrCat("no backend named \"", chosen, "\" (known: ",
+                                   absl::StrJoin(names, ", "), ")"));
+  }
+
+  absl::StatusOr<std::vector<std::string>> files = ListCaseFiles(paths);
+  if (!files.ok()) {
+    std::cerr << "varlen: " << files.status().message() << "\n";
+    return kExitInvalid;
+  }
+  // Load everything first: an invalid file stops the run before any result.
+  std::vector<Case> cases;
+  for (const std::string& file : *files) {
+    absl::StatusOr<Case> c = LoadCaseFile(file);
+    if (!c.ok()) {
+      std::cerr << "varlen: " << c.status().message() << "\n";
+      return kExitInvalid;
+    }
+    cases.push_back(*std::move(c));
+  }
+
+  const bool json = absl::GetFlag(FLAGS_json), brief = absl::GetFlag(FLAGS_brief);
+  nlohmann::ordered_json results = nlohmann::ordered_json::array();
+  int passed = 0, failed = 0, unsupported = 0, resolution_only = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    CaseRunner runner(cases[i]);
+    for (const Backend* backend : backends) {
+      const Outcome outcome = runner.Run(*backend);
+      passed += outcome.verdict == Verdict::kPass;
+      failed += outcome.verdict == Verdict::kFail;
+      unsupported += outcome.verdict == Verdict::kUnsupported;
+      resolution_only += !outcome.resolution_only_reason.empty();
+      if (json) {
+        results.push_back(OutcomeToJson(cases[i], (*files)[i], outcome));
+      } else if (brief && outcome.verdict != Verdict::kFail) {
+        std::cout << VerdictName(outcome.verdict) << "  " << cases[i].name << "  [" << backend->name()
+                  << "]\n";
+      } else {
+        std::cout << FormatOutcomeText(cases[i], (*files)[i], outcome) << "\n";
+      }
+      std::cout.flush();
+    }
+  }
+  const std::string summary = absl::StrCat(
+      cases.size(), " cases x ", backends.size(), " backends: ", passed, " passed, ", failed,
+      " failed, ", unsupported, " unsupported (", resolution_only, " resolution only)");
+  if (json) {
+    nlohmann::ordered_json doc = {{"results", results},
+                                  {"summary", {{"cases", cases.size()},
+                                               {"backends", backends.size()},
+                                               {"passed", passed},
+                                               {"failed", failed},
+                                               {"unsupported", unsupported},
+                                               {"resolution_only", resolution_only},
+                                               {"text", summary}}}};
+    std::cout << doc.dump(2) << "\n";
+  } else {
+    std::cout << "summary: " << summary << "\n";
+  }
+  return failed == 0 ? kExitOk : kExitFailed;
+}
+
+}  // namespace
+}  // namespace varlen
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(std::string(varlen::kUsage));
+  std::string unknown;
+  if (!varlen::CheckFlagNames(argc, argv, &unknown)) {
+    return varlen::UsageError(absl::StrCat("unknown flag ", unknown));
+  }
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() < 2) return varlen::UsageError("missing command");
+  const std::string command = args[1];
+  const std::vector<std::string> rest(args.begin() + 2, args.end());
+  if (command == "repro") return varlen::Repro(rest);
+  if (command == "backends") {
+    if (!rest.empty()) return varlen::UsageError("backends takes no arguments");
+    return varlen::ListBackends();
+  }
+  return varlen::UsageError(absl::StrCat("unknown command \"", command, "\""));
+}

@@ -1,0 +1,291 @@
+#include "varlen/backend/bind.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "varlen/core/status.h"
+
+namespace varlen {
+
+VarlenAttentionParams KernelCall::params() const {
+  VarlenAttentionParams p = base_;
+  p.q = q_.has_storage() ? q_.data<unsigned char>() : nullptr;
+  p.k = k_.has_storage() ? k_.data<unsigned char>() : nullptr;
+  p.v = v_.has_storage() ? v_.data<unsigned char>() : nullptr;
+  p.o = output_.has_storage() ? output_.mutable_data<unsigned char>() : nullptr;
+  p.batch = static_cast<int>(seqlen_q_.size());
+  p.q_start = q_start_.data();
+  p.k_start = k_start_.data();
+  p.v_start = v_start_.data();
+  p.o_start = o_start_.data();
+  p.seqlen_q = seqlen_q_.data();
+  p.seqlen_k = seqlen_k_.data();
+  return p;
+}
+
+// Assembles a KernelCall for packed [T, H, D] q, k, v and a fresh contiguous
+// output [T, Hq, Dv].
+class KernelCallBuilder {
+ public:
+  KernelCallBuilder(const Tensor& q3, const Tensor& k3, const Tensor& v3, double scale,
+                    DType output_dtype) {
+    call_.q_ = q3;
+    call_.k_ = k3;
+    call_.v_ = v3;
+    call_.output_ = Tensor::Zeros(output_dtype, q3.device(), {q3.size(0), q3.size(1), v3.size(2)});
+    call_.result_shape_ = call_.output_.shape();
+    VarlenAttentionParams& p = call_.base_;
+    p.input_dtype = q3.dtype();
+    p.output_dtype = output_dtype;
+    p.q_numel = q3.numel();
+    p.k_numel = k3.numel();
+    p.v_numel = v3.numel();
+    p.o_numel = call_.output_.numel();
+    SetStrides(q3, &p.q_token_stride, &p.q_head_stride);
+    SetStrides(k3, &p.k_token_stride, &p.k_head_stride);
+    SetStrides(v3, &p.v_token_stride, &p.v_head_stride);
+    SetStrides(call_.output_, &p.o_token_stride, &p.o_head_stride);
+    p.num_heads_q = static_cast<int>(q3.size(1));
+    p.num_heads_kv = static_cast<int>(k3.size(1));
+    p.head_dim_qk = static_cast<int>(q3.size(2));
+    p.head_dim_v = static_cast<int>(v3.size(2));
+    p.softmax_scale = scale;
+    p.max_rows_q = std::numeric_limits<int64_t>::max();
+    p.max_keys = std::numeric_limits<int64_t>::max();
+  }
+
+  // A sequence whose first token is token `start` of every tensor.
+  void AddTokenSequence(int64_t start, int64_t length) {
+    const VarlenAttentionParams& p = call_.base_;
+    AddElementSequence(start * p.q_token_stride, start * p.k_token_stride,
+                       start * p.v_token_stride, start * p.o_token_stride, length);
+  }
+
+  void AddElementSequence(int64_t q, int64_t k, int64_t v, int64_t o, int64_t length) {
+    call_.q_start_.push_back(q);
+    call_.k_start_.push_back(k);
+    call_.v_start_.push_back(v);
+    call_.o_start_.push_back(o);
+    call_.seqlen_q_.push_back(length);
+    call_.seqlen_k_.push_back(length);
+  }
+
+  void LimitRows(int64_t max_rows_q) { call_.base_.max_rows_q = max_rows_q; }
+  void LimitKeys(int64_t max_keys) { call_.base_.max_keys = max_keys; }
+  void SetOutput(Tensor output) {
+    call_.output_ = std::move(output);
+    call_.base_.o_numel = call_.output_.numel();
+  }
+  void SetResultShape(Shape shape) { call_.result_shape_ = std::move(shape); }
+
+  KernelCall Finish(std::string description) {
+    call_.description_ = std::move(description);
+    return std::move(call_);
+  }
+
+ private:
+  static void SetStrides(const Tensor& t, int64_t* token_stride, int64_t* head_stride) {
+    *token_stride = t.strides()[0];
+    *head_stride = t.strides()[1];
+  }
+
+  KernelCall call_;
+};
+
+namespace {
+
+Tensor Flatten4d(const Tensor& t) {
+  if (t.dim() != 4) return t;
+  return t.Reshape({t.size(0) * t.size(1), t.size(2), t.size(3)});
+}
+
+// Rows a grid of ceil(max_seqlen / block) row blocks covers.
+int64_t GridRows(int64_t max_seqlen, int64_t block) {
+  if (max_seqlen <= 0) return 0;
+  return (max_seqlen + block - 1) / block * block;
+}
+
+absl::Status ModelledError(PyErrorKind kind, absl::string_view message) {
+  return PythonError(kind, message);
+}
+
+// A Python int argument of a kernel entry point (bool is an int in Python).
+absl::StatusOr<int64_t> IntArgument(const Value& value, absl::string_view function,
+                                    absl::string_view argument) {
+  if (value.kind() == Value::Kind::kInt) return value.as_int();
+  if (value.kind() == Value::Kind::kBool) return value.as_bool() ? 1 : 0;
+  return ModelledError(PyErrorKind::kTypeError,
+                       absl::StrCat(function, "(): argument '", argument, "' must be int, not ",
+                                    value.TypeName()));
+}
+
+absl::StatusOr<KernelCall> BindFlashinferCudnn(const AttentionCall& call,
+                                               const FlashinferCudnnArgs& args) {
+  const Tensor q3 = Flatten4d(call.q), k3 = Flatten4d(call.k), v3 = Flatten4d(call.v);
+  KernelCallBuilder builder(q3, k3, v3, args.scale, q3.dtype());
+  const int64_t batch = args.actual_seq_lens.numel();
+  for (int64_t b = 0; b < batch; ++b) {
+    // Device-side reads by the kernel: no host sync. k shares q's offsets.
+    const int64_t qk = args.batch_offsets_qk.IntAt(b);
+    builder.AddElementSequence(qk, qk, args.batch_offsets_v.IntAt(b),
+                               args.batch_offsets_o.IntAt(b), args.actual_seq_lens.IntAt(b));
+  }
+  builder.LimitRows(args.max_token_per_sequence);
+  builder.LimitKeys(args.max_sequence_kv);
+  if (args.output_4d) {
+    builder.SetResultShape(
+        {args.input_shape[0], args.input_shape[1], q3.size(1), v3.size(2)});
+  }
+  return builder.Finish(absl::StrCat(
+      "cudnn_batch_prefill_with_kv_cache: ", batch, " sequences, element offsets, "
+      "max_token_per_sequence=", args.max_token_per_sequence));
+}
+
+absl::StatusOr<Tensor> CuSeqlensArgument(const Value& cu, absl::string_view function,
+                                         absl::string_view argument) {
+  if (!cu.is_tensor()) {
+    return ModelledError(PyErrorKind::kTypeError,
+                         absl::StrCat(function, "(): argument '", argument,
+                                      "' must be Tensor, not ", cu.TypeName()));
+  }
+  return cu.as_tensor();
+}
+
+absl::StatusOr<KernelCall> BindFa3(const AttentionCall& call, const Fa3Args& args) {
+  constexpr absl::string_view kFunction = "flash_attn_varlen_func";
+  if (call.q.dim() != 3) {
+    return ModelledError(PyErrorKind::kRuntimeError, "q must have shape (total_q, num_heads, head_dim)");
+  }
+  VARLEN_ASSIGN_OR_RETURN(Tensor cu, CuSeqlensArgument(args.cu_seqlens, kFunction, "cu_seqlens_q"));
+  if (cu.dtype() != DType::kInt32) {
+    return ModelledError(PyErrorKind::kRuntimeError, "cu_seqlens_q must have dtype int32");
+  }
+  if (cu.device() != call.q.device()) {
+    return ModelledError(PyErrorKind::kRuntimeError, "cu_seqlens_q must be on CUDA");
+  }
+  VARLEN_ASSIGN_OR_RETURN(int64_t max_seqlen,
+                          IntArgument(args.max_seqlen, kFunction, "max_seqlen_q"));
+  KernelCallBuilder builder(call.q, call.k, call.v, args.scale, call.q.dtype());
+  const int64_t batch = std::max<int64_t>(cu.numel() - 1, 0);
+  for (int64_t b = 0; b < batch; ++b) {
+    builder.AddTokenSequence(cu.IntAt(b), cu.IntAt(b + 1) - cu.IntAt(b));
+  }
+  builder.LimitRows(GridRows(max_seqlen, kFa3BlockRows));
+  return builder.Finish(absl::StrCat(kFunction, ": ", batch, " sequences, max_seqlen=", max_seqlen,
+                                     " -> rows covered per sequence ",
+                                     GridRows(max_seqlen, kFa3BlockRows)));
+}
+
+absl::StatusOr<KernelCall> BindTriton(const AttentionCall& call, const TritonArgs& args) {
+  constexpr absl::string_view kFunction = "context_attention_fwd";
+  VARLEN_ASSIGN_OR_RETURN(Tensor cu, CuSeqlensArgument(args.cu_seqlens, kFunction, "b_start_loc"));
+  VARLEN_ASSIGN_OR_RETURN(Tensor seq_lens,
+                          CuSeqlensArgument(args.seq_lens, kFunction, "b_seq_len"));
+  for (const Tensor* t : {&cu, &seq_lens}) {
+    if (t->device() != call.q.device()) {
+      return ModelledError(PyErrorKind::kValueError,
+                           "Pointer argument cannot be accessed from Triton (cpu tensor?)");
+    }
+  }
+  VARLEN_ASSIGN_OR_RETURN(int64_t max_seqlen, IntArgument(args.max_seqlen, kFunction, "max_input_len"));
+  KernelCallBuilder builder(call.q, call.k, call.v, args.scale, call.q.dtype());
+  if (args.output_from_workspace) {
+    if (!args.output_ws.is_tensor()) {
+      return ModelledError(PyErrorKind::kValueError,
+                           absl::StrCat(kFunction, " received output_ws=", args.output_ws.Repr(),
+                                        ": there is no output buffer to write"));
+    }
+    const Tensor& ws = args.output_ws.as_tensor();
+    if (ws.shape() != call.q.shape() || ws.dtype() != call.q.dtype() ||
+        ws.device() != call.q.device()) {
+      return ModelledError(PyErrorKind::kValueError,
+                           absl::StrCat(kFunction, " received output_ws of shape ",
+                                        ShapeToString(ws.shape()), " and dtype ",
+                                        DTypeName(ws.dtype()), " for q of shape ",
+                                        ShapeToString(call.q.shape())));
+    }
+    builder.SetOutput(ws);
+  }
+  // The grid's first axis is seq_lens.shape[0]; start offsets come from cu.
+  const int64_t batch = seq_lens.numel();
+  if (cu.numel() < batch) {
+    return absl::OutOfRangeError(absl::StrCat(
+        kFunction, " reads b_start_loc[0..", batch - 1, "] but it has ", cu.numel(),
+        " entries: the kernel would read past the buffer"));
+  }
+  for (int64_t b = 0; b < batch; ++b) builder.AddTokenSequence(cu.IntAt(b), seq_lens.IntAt(b));
+  builder.LimitRows(GridRows(max_seqlen, kTritonBlockRows));
+  return builder.Finish(absl::StrCat(kFunction, ": ", batch, " sequences, max_input_len=",
+                                     max_seqlen, " -> rows covered per sequence ",
+                                     GridRows(max_seqlen, kTritonBlockRows)));
+}
+
+// Python's slice bounds [a:b] on a dimension of length n.
+std::pair<int64_t, int64_t> SliceBounds(int64_t a, int64_t b, int64_t n) {
+  auto clamp = [n](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + n : i, 0, n); };
+  return {clamp(a), clamp(b)};
+}
+
+absl::StatusOr<KernelCall> BindSdpa(const AttentionCall& call, const SdpaArgs& args) {
+  KernelCallBuilder builder(call.q, call.k, call.v, args.scale, call.q.dtype());
+  const int64_t s = args.tokens_per_item;
+  if (s * args.bsz != call.q.size(0)) {
+    return ModelledError(PyErrorKind::kRuntimeError,
+                         absl::StrCat("einops: cannot split ", call.q.size(0), " tokens into bsz=",
+                                      args.bsz, " equal items"));
+  }
+  switch (args.mask) {
+    case SdpaArgs::Mask::kNone:
+      for (int64_t i = 0; i < args.bsz; ++i) builder.AddTokenSequence(i * s, s);
+      break;
+    case SdpaArgs::Mask::kPadding: {
+      const int64_t items = std::min<int64_t>(args.bsz, static_cast<int64_t>(args.cu_seqlens.size()) - 1);
+      for (int64_t i = 0; i < items; ++i) {
+        const int64_t length = std::clamp<int64_t>(args.cu_seqlens[i + 1] - args.cu_seqlens[i], 0, s);
+        builder.AddTokenSequence(i * s, length);
+      }
+      break;
+    }
+    case SdpaArgs::Mask::kBlockDiagonal: {
+      int64_t covered_until = 0;
+      for (size_t i = 1; i < args.cu_seqlens.size(); ++i) {
+        const auto [begin, end] = SliceBounds(args.cu_seqlens[i - 1], args.cu_seqlens[i], s);
+        if (begin >= end) continue;
+        if (begin < covered_until) {
+          return absl::UnimplementedError(
+              "sdpa: overlapping mask blocks from non-monotone cu_seqlens are not modelled");
+        }
+        builder.AddTokenSequence(begin, end - begin);
+        covered_until = end;
+      }
+      break;
+    }
+  }
+  return builder.Finish("scaled_dot_product_attention with a boolean mask");
+}
+
+}  // namespace
+
+absl::StatusOr<KernelCall> BindForKernel(const AttentionCall& call, const ResolvedArgs& resolved) {
+  if (const auto* a = std::get_if<FlashinferCudnnArgs>(&resolved.args)) {
+    return BindFlashinferCudnn(call, *a);
+  }
+  if (const auto* a = std::get_if<Fa3Args>(&resolved.args)) return BindFa3(call, *a);
+  if (const auto* a = std::get_if<TritonArgs>(&resolved.args)) return BindTriton(call, *a);
+  return BindSdpa(call, std::get<SdpaArgs>(resolved.args));
+}
+
+KernelCall BindGroundTruth(const Tensor& q, const Tensor& k, const Tensor& v,
+                           const std::vector<int64_t>& lengths, double softmax_scale,
+                           DType output_dtype) {
+  KernelCallBuilder builder(q, k, v, softmax_scale, output_dtype);
+  int64_t start = 0;
+  for (int64_t length : lengths) {
+    builder.AddTokenSequence(start, length);
+    start += length;
+  }
+  return builder.Finish("ground truth");
+}
+
+}  // namespace varlen

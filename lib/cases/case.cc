@@ -1,0 +1,149 @@
+#include "varlen/cases/case.h"
+
+#include <array>
+#include <cmath>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+
+namespace varlen {
+namespace {
+
+// Bitwise-faithful equality for values read from JSON: NaN equals NaN and
+// -0.0 differs from 0.0, so a round trip is checked exactly.
+bool SameDouble(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  return a == b && std::signbit(a) == std::signbit(b);
+}
+
+bool SameDoubles(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!SameDouble(a[i], b[i])) return false;
+  }
+  return true;
+}
+
+constexpr std::array<std::pair<Distribution, absl::string_view>, 4> kDistributions = {{
+    {Distribution::kNormal, "normal"},
+    {Distribution::kUniform, "uniform"},
+    {Distribution::kSparseSmallIntegers, "sparse_small_integers"},
+    {Distribution::kLargeLogits, "large_logits"},
+}};
+
+}  // namespace
+
+int64_t Geometry::total_tokens() const {
+  return std::accumulate(seq_lens.begin(), seq_lens.end(), int64_t{0});
+}
+
+double Geometry::scale() const {
+  return softmax_scale.value_or(1.0 / std::sqrt(static_cast<double>(head_dim)));
+}
+
+absl::string_view DistributionName(Distribution d) {
+  for (const auto& [value, name] : kDistributions) {
+    if (value == d) return name;
+  }
+  return "?";
+}
+
+absl::StatusOr<Distribution> ParseDistribution(absl::string_view name) {
+  for (const auto& [value, spelled] : kDistributions) {
+    if (spelled == name) return value;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "distribution \"", name,
+      "\" is not one of normal, uniform, sparse_small_integers, large_logits"));
+}
+
+bool TensorLiteral::operator==(const TensorLiteral& other) const {
+  return dtype == other.dtype && device == other.device && shape == other.shape &&
+         ints == other.ints && SameDoubles(floats, other.floats);
+}
+
+ArgLiteral ArgLiteral::Int(int64_t v) {
+  ArgLiteral a;
+  a.kind = Kind::kInt;
+  a.i = v;
+  return a;
+}
+
+ArgLiteral ArgLiteral::Float(double v) {
+  ArgLiteral a;
+  a.kind = Kind::kFloat;
+  a.f = v;
+  return a;
+}
+
+ArgLiteral ArgLiteral::Str(std::string v) {
+  ArgLiteral a;
+  a.kind = Kind::kStr;
+  a.s = std::move(v);
+  return a;
+}
+
+ArgLiteral ArgLiteral::Tensor(TensorLiteral t) {
+  ArgLiteral a;
+  a.kind = Kind::kTensor;
+  a.tensor = std::move(t);
+  return a;
+}
+
+ArgLiteral ArgLiteral::IntTensor(std::vector<int64_t> values, DType dtype, Device device) {
+  TensorLiteral t;
+  t.dtype = dtype;
+  t.device = device;
+  t.ints = std::move(values);
+  return Tensor(std::move(t));
+}
+
+bool ArgLiteral::operator==(const ArgLiteral& other) const {
+  if (kind != other.kind) return false;
+  switch (kind) {
+    case Kind::kNone:
+    case Kind::kEmptyLikeQ:
+      return true;
+    case Kind::kBool:
+      return b == other.b;
+    case Kind::kInt:
+      return i == other.i;
+    case Kind::kFloat:
+      return SameDouble(f, other.f);
+    case Kind::kStr:
+      return s == other.s;
+    case Kind::kTensor:
+      return tensor == other.tensor;
+    case Kind::kList:
+      return list == other.list;
+    case Kind::kSingletonCache:
+      return cache_has_data == other.cache_has_data && (!cache_has_data || tensor == other.tensor);
+  }
+  return false;
+}
+
+absl::string_view MetadataBuilderName(MetadataSpec::Builder builder) {
+  switch (builder) {
+    case MetadataSpec::Builder::kPlain:
+      return "plain";
+    case MetadataSpec::Builder::kFlashinferCudnn:
+      return "flashinfer_cudnn";
+    case MetadataSpec::Builder::kManual:
+      return "manual";
+  }
+  return "?";
+}
+
+absl::string_view ExpectedOutcomeName(Expectation::Outcome outcome) {
+  switch (outcome) {
+    case Expectation::Outcome::kError:
+      return "error";
+    case Expectation::Outcome::kSuccess:
+      return "success";
+    case Expectation::Outcome::kSilentCorruption:
+      return "silent_corruption";
+  }
+  return "?";
+}
+
+}  // namespace varlen

@@ -1,0 +1,852 @@
+#include "varlen/cases/case_json.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "varlen/cases/limits.h"
+
+namespace varlen {
+namespace {
+
+using json = nlohmann::json;
+using ojson = nlohmann::ordered_json;
+
+// ---------------------------------------------------------------------------
+// Reading: every accessor knows the JSON path it reads, so errors name it.
+
+std::string Describe(const json& j) {
+  std::string text = j.dump();
+  if (text.size() > 60) text = text.substr(0, 57) + "...";
+  return absl::StrCat(j.type_name(), " ", text);
+}
+
+absl::Status PathError(absl::string_view path, absl::string_view problem) {
+  return absl::InvalidArgumentError(absl::StrCat(path, ": ", problem));
+}
+
+absl::Status Expected(absl::string_view path, absl::string_view what, const json& got) {
+  return PathError(path, absl::StrCat("expected ", what, ", got ", Describe(got)));
+}
+
+absl::StatusOr<int64_t> ReadInt(const json& j, absl::string_view path) {
+  if (!j.is_number_integer()) return Expected(path, "an integer", j);
+  if (j.is_number_unsigned() &&
+      j.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return PathError(path, absl::StrCat(j.dump(), " does not fit in a 64-bit signed integer"));
+  }
+  return j.get<int64_t>();
+}
+
+absl::StatusOr<std::string> ReadString(const json& j, absl::string_view path) {
+  if (!j.is_string()) return Expected(path, "a string", j);
+  return j.get<std::string>();
+}
+
+absl::StatusOr<bool> ReadBool(const json& j, absl::string_view path) {
+  if (!j.is_boolean()) return Expected(path, "true or false", j);
+  return j.get<bool>();
+}
+
+// A finite number, or one of the strings "nan", "inf", "-inf".
+absl::StatusOr<double> ReadDouble(const json& j, absl::string_view path) {
+  if (j.is_number()) return j.get<double>();
+  if (j.is_string()) {
+    const std::string s = j.get<std::string>();
+    if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
+    if (s == "inf") return std::numeric_limits<double>::infinity();
+    if (s == "-inf") return -std::numeric_limits<double>::infinity();
+  }
+  return Expected(path, "a number or one of \"nan\", \"inf\", \"-inf\"", j);
+}
+
+template <typename T>
+absl::StatusOr<T> WithPath(absl::StatusOr<T> parsed, absl::string_view path) {
+  if (!parsed.ok()) return PathError(path, parsed.status().message());
+  return parsed;
+}
+
+// Reads the fields of one JSON object, remembering which were read so that
+// the rest can be reported as unknown.
+class ObjectReader {
+ public:
+  static absl::StatusOr<ObjectReader> Open(const json& j, std::string path) {
+    if (!j.is_object()) return Expected(path, "an object", j);
+    return ObjectReader(j, std::move(path));
+  }
+
+  const std::string& path() const { return path_; }
+  std::string Path(absl::string_view key) const { return absl::StrCat(path_, ".", key); }
+
+  // The field, or nullptr when absent.
+  const json* Optional(absl::string_view key) {
+    known_.insert(std::string(key));
+    auto it = j_.find(std::string(key));
+    return it == j_.end() ? nullptr : &*it;
+  }
+
+  absl::StatusOr<const json*> Required(absl::string_view key) {
+    const json* field = Optional(key);
+    if (field == nullptr) return PathError(Path(key), "required field is missing");
+    return field;
+  }
+
+  // Call last: every field not read is an error.
+  absl::Status NoUnknownFields() const {
+    for (auto it = j_.begin(); it != j_.end(); ++it) {
+      if (known_.count(it.key()) == 0) {
+        return PathError(Path(it.key()),
+                         absl::StrCat("unknown field (expected one of: ",
+                                      absl::StrJoin(known_, ", "), ")"));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  ObjectReader(const json& j, std::string path) : j_(j), path_(std::move(path)) {}
+  const json& j_;
+  std::string path_;
+  std::set<std::string> known_;
+};
+
+absl::StatusOr<TensorLiteral> ReadTensorLiteral(ObjectReader& r, const json& values) {
+  TensorLiteral t;
+  VARLEN_ASSIGN_OR_RETURN(const json* dtype, r.Required("dtype"));
+  VARLEN_ASSIGN_OR_RETURN(std::string dtype_name, ReadString(*dtype, r.Path("dtype")));
+  VARLEN_ASSIGN_OR_RETURN(t.dtype, WithPath(ParseDType(dtype_name), r.Path("dtype")));
+  VARLEN_ASSIGN_OR_RETURN(const json* device, r.Required("device"));
+  VARLEN_ASSIGN_OR_RETURN(std::string device_name, ReadString(*device, r.Path("device")));
+  VARLEN_ASSIGN_OR_RETURN(t.device, WithPath(ParseDevice(device_name), r.Path("device")));
+  if (const json* shape = r.Optional("shape")) {
+    if (!shape->is_array()) return Expected(r.Path("shape"), "an array of sizes", *shape);
+    Shape dims;
+    for (size_t i = 0; i < shape->size(); ++i) {
+      const std::string path = absl::StrCat(r.Path("shape"), "[", i, "]");
+      VARLEN_ASSIGN_OR_RETURN(int64_t d, ReadInt((*shape)[i], path));
+      if (d < 0 || d > kMaxLiteralValues) {
+        return PathError(path, absl::StrCat(d, " is not a size in [0, ", kMaxLiteralValues, "]"));
+      }
+      dims.push_back(d);
+    }
+    t.shape = dims;
+  }
+  const std::string values_path = r.Path("tensor");
+  if (!values.is_array()) return Expected(values_path, "an array of values", values);
+  if (static_cast<int64_t>(values.size()) > kMaxLiteralValues) {
+    return PathError(values_path, absl::StrCat(values.size(), " values exceed the limit of ",
+                                               kMaxLiteralValues, " per literal tensor"));
+  }
+  for (size_t i = 0; i < values.size(); ++i) {
+    const std::string path = absl::StrCat(values_path, "[", i, "]");
+    if (IsFloatingPoint(t.dtype)) {
+      VARLEN_ASSIGN_OR_RETURN(double v, ReadDouble(values[i], path));
+      t.floats.push_back(v);
+    } else if (t.dtype == DType::kBool) {
+      VARLEN_ASSIGN_OR_RETURN(bool v, ReadBool(values[i], path));
+      t.ints.push_back(v ? 1 : 0);
+    } else {
+      VARLEN_ASSIGN_OR_RETURN(int64_t v, ReadInt(values[i], path));
+      t.ints.push_back(v);
+    }
+  }
+  return t;
+}
+
+constexpr int kMaxNesting = 8;
+
+absl::StatusOr<ArgLiteral> ReadArg(const json& j, const std::string& path, int depth = 0) {
+  if (depth > kMaxNesting) {
+    return PathError(path, absl::StrCat("values nest deeper than ", kMaxNesting, " levels"));
+  }
+  ArgLiteral a;
+  switch (j.type()) {
+    case json::value_t::null:
+      return a;
+    case json::value_t::boolean:
+      a.kind = ArgLiteral::Kind::kBool;
+      a.b = j.get<bool>();
+      return a;
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned: {
+      VARLEN_ASSIGN_OR_RETURN(int64_t v, ReadInt(j, path));
+      return ArgLiteral::Int(v);
+    }
+    case json::value_t::number_float:
+      return ArgLiteral::Float(j.get<double>());
+    case json::value_t::string:
+      return ArgLiteral::Str(j.get<std::string>());
+    case json::value_t::array: {
+      a.kind = ArgLiteral::Kind::kList;
+      for (size_t i = 0; i < j.size(); ++i) {
+        VARLEN_ASSIGN_OR_RETURN(ArgLiteral item,
+                                ReadArg(j[i], absl::StrCat(path, "[", i, "]"), depth + 1));
+        a.list.push_back(std::move(item));
+      }
+      return a;
+    }
+    case json::value_t::object:
+      break;
+    default:
+      return Expected(path, "a value", j);
+  }
+  VARLEN_ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Open(j, path));
+  if (const json* values = r.Optional("tensor")) {
+    VARLEN_ASSIGN_OR_RETURN(a.tensor, ReadTensorLiteral(r, *values));
+    a.kind = ArgLiteral::Kind::kTensor;
+  } else if (const json* f = r.Optional("float")) {
+    VARLEN_ASSIGN_OR_RETURN(a.f, ReadDouble(*f, r.Path("float")));
+    a.kind = ArgLiteral::Kind::kFloat;
+  } else if (const json* cache = r.Optional("singleton_cache")) {
+    a.kind = ArgLiteral::Kind::kSingletonCache;
+    if (!cache->is_null()) {
+      VARLEN_ASSIGN_OR_RETURN(ObjectReader data, ObjectReader::Open(*cache, r.Path("singleton_cache")));
+      VARLEN_ASSIGN_OR_RETURN(const json* cached_values, data.Required("tensor"));
+      VARLEN_ASSIGN_OR_RETURN(a.tensor, ReadTensorLiteral(data, *cached_values));
+      VARLEN_RETURN_IF_ERROR(data.NoUnknownFields());
+      a.cache_has_data = true;
+    }
+  } else if (const json* like = r.Optional("empty_like")) {
+    if (!like->is_string() || like->get<std::string>() != "q") {
+      return Expected(r.Path("empty_like"), "\"q\"", *like);
+    }
+    a.kind = ArgLiteral::Kind::kEmptyLikeQ;
+  } else {
+    return PathError(path,
+                     "an object value must have one of the keys tensor, float, singleton_cache, "
+                     "empty_like");
+  }
+  VARLEN_RETURN_IF_ERROR(r.NoUnknownFields());
+  return a;
+}
+
+// Reads an optional value field; absent means None.
+absl::Status ReadOptionalArg(ObjectReader& r, absl::string_view key, ArgLiteral* out) {
+  if (const json* field = r.Optional(key)) {
+    VARLEN_ASSIGN_OR_RETURN(*out, ReadArg(*field, r.Path(key)));
+  }
+  return absl::OkStatus();
+}
+
+template <typename Enum>
+absl::Status ReadEnum(ObjectReader& r, absl::string_view key, bool required,
+                      absl::StatusOr<Enum> (*parse)(absl::string_view), Enum* out) {
+  const json* field = r.Optional(key);
+  if (field == nullptr) {
+    return required ? PathError(r.Path(key), "required field is missing") : absl::OkStatus();
+  }
+  VARLEN_ASSIGN_OR_RETURN(std::string name, ReadString(*field, r.Path(key)));
+  VARLEN_ASSIGN_OR_RETURN(*out, WithPath(parse(name), r.Path(key)));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Geometry> ReadGeometry(const json& j, const std::string& path) {
+  VARLEN_ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Open(j, path));
+  Geometry g;
+  VARLEN_ASSIGN_OR_RETURN(const json* lens, r.Required("seq_lens"));
+  if (!lens->is_array()) return Expected(r.Path("seq_lens"), "an array of token counts", *lens);
+  if (static_cast<int64_t>(lens->size()) > kMaxSequences) {
+    return PathError(r.Path("seq_lens"), absl::StrCat(lens->size(), " sequences exceed the limit of ",
+                                                      kMaxSequences));
+  }
+  for (size_t i = 0; i < lens->size(); ++i) {
+    VARLEN_ASSIGN_OR_RETURN(int64_t n, ReadInt((*lens)[i], absl::StrCat(r.Path("seq_lens"), "[", i, "]")));
+    g.seq_lens.push_back(n);
+  }
+  VARLEN_ASSIGN_OR_RETURN(const json* heads, r.Required("num_heads"));
+  VARLEN_ASSIGN_OR_RETURN(g.num_heads, ReadInt(*heads, r.Path("num_heads")));
+  g.num_kv_heads = g.num_heads;
+  if (const json* kv = r.Optional("num_kv_heads")) {
+    VARLEN_ASSIGN_OR_RETURN(g.num_kv_heads, ReadInt(*kv, r.Path("num_kv_heads")));
+  }
+  VARLEN_ASSIGN_OR_RETURN(const json* dim, r.Required("head_dim"));
+  VARLEN_ASSIGN_OR_RETURN(g.head_dim, ReadInt(*dim, r.Path("head_dim")));
+  g.head_dim_v = g.head_dim;
+  if (const json* dv = r.Optional("head_dim_v")) {
+    VARLEN_ASSIGN_OR_RETURN(g.head_dim_v, ReadInt(*dv, r.Path("head_dim_v")));
+  }
+  VARLEN_RETURN_IF_ERROR(ReadEnum(r, "dtype", true, &ParseDType, &g.dtype));
+  if (const json* scale = r.Optional("softmax_scale")) {
+    VARLEN_ASSIGN_OR_RETURN(g.softmax_scale, ReadDouble(*scale, r.Path("softmax_scale")));
+  }
+  VARLEN_RETURN_IF_ERROR(r.NoUnknownFields());
+  return g;
+}
+
+absl::StatusOr<DataSpec> ReadData(const json& j, const std::string& path) {
+  VARLEN_ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Open(j, path));
+  DataSpec d;
+  if (const json* seed = r.Optional("seed")) {
+    if (!seed->is_number_integer() || (seed->is_number_integer() && !seed->is_number_unsigned() &&
+                                       seed->get<int64_t>() < 0)) {
+      return Expected(r.Path("seed"), "an integer in [0, 2^64)", *seed);
+    }
+    d.seed = seed->get<uint64_t>();
+  }
+  VARLEN_RETURN_IF_ERROR(ReadEnum(r, "distribution", false, &ParseDistribution, &d.distribution));
+  VARLEN_RETURN_IF_ERROR(r.NoUnknownFields());
+  return d;
+}
+
+absl::StatusOr<MetadataSpec::Builder> ParseBuilder(absl::string_view name) {
+  for (auto b : {MetadataSpec::Builder::kPlain, MetadataSpec::Builder::kFlashinferCudnn,
+                 MetadataSpec::Builder::kManual}) {
+    if (MetadataBuilderName(b) == name) return b;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("builder \"", name, "\" is not one of plain, flashinfer_cudnn, manual"));
+}
+
+absl::StatusOr<MetadataSpec> ReadMetadata(const json& j, const std::string& path) {
+  VARLEN_ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Open(j, path));
+  MetadataSpec m;
+  VARLEN_RETURN_IF_ERROR(ReadEnum(r, "builder", true, &ParseBuilder, &m.builder));
+  VARLEN_RETURN_IF_ERROR(ReadEnum(r, "device", false, &ParseDevice, &m.device));
+  VARLEN_ASSIGN_OR_RETURN(const json* cu, r.Required("cu_seqlens"));
+  VARLEN_ASSIGN_OR_RETURN(m.cu_seqlens, ReadArg(*cu, r.Path("cu_seqlens")));
+  switch (m.builder) {
+    case MetadataSpec::Builder::kFlashinferCudnn: {
+      VARLEN_ASSIGN_OR_RETURN(const json* elem, r.Required("elem_per_token"));
+      VARLEN_ASSIGN_OR_RETURN(m.elem_per_token, ReadInt(*elem, r.Path("elem_per_token")));
+      break;
+    }
+    case MetadataSpec::Builder::kManual:
+      VARLEN_RETURN_IF_ERROR(ReadOptionalArg(r, "seq_lens", &m.seq_lens));
+      [[fallthrough]];
+    case MetadataSpec::Builder::kPlain:
+      VARLEN_RETURN_IF_ERROR(ReadOptionalArg(r, "max_seqlen", &m.max_seqlen));
+      VARLEN_RETURN_IF_ERROR(ReadOptionalArg(r, "packed_indptrs", &m.packed_indptrs));
+      VARLEN_RETURN_IF_ERROR(ReadOptionalArg(r, "sequence_lengths", &m.sequence_lengths));
+      VARLEN_RETURN_IF_ERROR(ReadOptionalArg(r, "flashinfer_max_seqlen", &m.flashinfer_max_seqlen));
+      break;
+  }
+  VARLEN_RETURN_IF_ERROR(r.NoUnknownFields());
+  return m;
+}
+
+absl::StatusOr<QLayout> ParseLayout(absl::string_view name) {
+  if (name == "packed") return QLayout::kPacked;
+  if (name == "batched") return QLayout::kBatched;
+  return absl::InvalidArgumentError(
+      absl::StrCat("layout \"", name, "\" is not one of packed, batched"));
+}
+
+absl::StatusOr<CallSpec> ReadCall(const json& j, const std::string& path) {
+  VARLEN_ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Open(j, path));
+  CallSpec c;
+  VARLEN_RETURN_IF_ERROR(ReadEnum(r, "profile", true, &ParseProfile, &c.profile));
+  VARLEN_RETURN_IF_ERROR(ReadEnum(r, "entry", false, &ParseEntry, &c.entry));
+  if (const json* graph = r.Optional("graph_mode")) {
+    VARLEN_ASSIGN_OR_RETURN(c.graph_mode, ReadBool(*graph, r.Path("graph_mode")));
+  }
+  VARLEN_RETURN_IF_ERROR(ReadEnum(r, "layout", false, &ParseLayout, &c.layout));
+  if (const json* bsz = r.Optional("bsz")) {
+    VARLEN_ASSIGN_OR_RETURN(c.bsz, ReadInt(*bsz, r.Path("bsz")));
+  }
+  if (const json* seq_len = r.Optional("seq_len")) {
+    VARLEN_ASSIGN_OR_RETURN(c.seq_len, ReadInt(*seq_len, r.Path("seq_len")));
+  }
+  VARLEN_RETURN_IF_ERROR(ReadOptionalArg(r, "cu_seqlens", &c.cu_seqlens));
+  if (const json* metadata = r.Optional("forward_metadata"); metadata != nullptr && !metadata->is_null()) {
+    VARLEN_ASSIGN_OR_RETURN(c.forward_metadata, ReadMetadata(*metadata, r.Path("forward_metadata")));
+  }
+  if (const json* kwargs = r.Optional("kwargs")) {
+    if (!kwargs->is_object()) return Expected(r.Path("kwargs"), "an object", *kwargs);
+    for (auto it = kwargs->begin(); it != kwargs->end(); ++it) {
+      VARLEN_ASSIGN_OR_RETURN(ArgLiteral value, ReadArg(it.value(), absl::StrCat(r.Path("kwargs"), ".", it.key())));
+      c.kwargs.emplace_back(it.key(), std::move(value));
+    }
+  }
+  if (const json* sdpa = r.Optional("sdpa")) {
+    VARLEN_ASSIGN_OR_RETURN(ObjectReader s, ObjectReader::Open(*sdpa, r.Path("sdpa")));
+    if (const json* flatten = s.Optional("flatten_batch")) {
+      VARLEN_ASSIGN_OR_RETURN(c.sdpa.flatten_batch, ReadBool(*flatten, s.Path("flatten_batch")));
+    }
+    if (const json* single = s.Optional("softmax_in_single_precision")) {
+      VARLEN_ASSIGN_OR_RETURN(c.sdpa.softmax_in_single_precision,
+                              ReadBool(*single, s.Path("softmax_in_single_precision")));
+    }
+    VARLEN_RETURN_IF_ERROR(s.NoUnknownFields());
+  }
+  VARLEN_RETURN_IF_ERROR(r.NoUnknownFields());
+  return c;
+}
+
+absl::StatusOr<Expectation::Outcome> ParseOutcome(absl::string_view name) {
+  for (auto o : {Expectation::Outcome::kError, Expectation::Outcome::kSuccess,
+                 Expectation::Outcome::kSilentCorruption}) {
+    if (ExpectedOutcomeName(o) == name) return o;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("outcome \"", name, "\" is not one of error, success, silent_corruption"));
+}
+
+absl::StatusOr<PyErrorKind> ParseErrorKind(absl::string_view name) {
+  if (std::optional<PyErrorKind> kind = ParsePyErrorKind(name)) return *kind;
+  return absl::InvalidArgumentError(absl::StrCat(
+      "\"", name,
+      "\" is not a Python error kind this harness models (RuntimeError, TypeError, ValueError, "
+      "AssertionError, AttributeError, OverflowError, IndexError, Exception)"));
+}
+
+absl::StatusOr<Expectation> ReadExpectation(const json& j, const std::string& path) {
+  VARLEN_ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Open(j, path));
+  Expectation e;
+  VARLEN_RETURN_IF_ERROR(ReadEnum(r, "outcome", true, &ParseOutcome, &e.outcome));
+  const json* error = r.Optional("error");
+  const json* message = r.Optional("message");
+  if (e.outcome == Expectation::Outcome::kError) {
+    if (error == nullptr) return PathError(r.Path("error"), "required when outcome is \"error\"");
+    if (message == nullptr) return PathError(r.Path("message"), "required when outcome is \"error\"");
+    VARLEN_ASSIGN_OR_RETURN(std::string kind, ReadString(*error, r.Path("error")));
+    VARLEN_ASSIGN_OR_RETURN(e.error_kind, WithPath(ParseErrorKind(kind), r.Path("error")));
+    VARLEN_ASSIGN_OR_RETURN(e.message, ReadString(*message, r.Path("message")));
+  } else if (error != nullptr || message != nullptr) {
+    return PathError(r.Path(error != nullptr ? "error" : "message"),
+                     "only allowed when outcome is \"error\"");
+  }
+  if (const json* syncs = r.Optional("host_syncs")) {
+    VARLEN_ASSIGN_OR_RETURN(int64_t n, ReadInt(*syncs, r.Path("host_syncs")));
+    if (n < 0 || n > 1000) return PathError(r.Path("host_syncs"), "must be in [0, 1000]");
+    e.host_syncs = static_cast<int>(n);
+  }
+  if (const json* resolved = r.Optional("resolved")) {
+    if (!resolved->is_object()) return Expected(r.Path("resolved"), "an object", *resolved);
+    e.resolved = *resolved;
+  }
+  VARLEN_RETURN_IF_ERROR(r.NoUnknownFields());
+  return e;
+}
+
+absl::StatusOr<Case> ReadCase(const json& j) {
+  VARLEN_ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Open(j, "$"));
+  Case c;
+  VARLEN_ASSIGN_OR_RETURN(const json* name, r.Required("name"));
+  VARLEN_ASSIGN_OR_RETURN(c.name, ReadString(*name, r.Path("name")));
+  VARLEN_ASSIGN_OR_RETURN(const json* source, r.Required("source"));
+  VARLEN_ASSIGN_OR_RETURN(c.source, ReadString(*source, r.Path("source")));
+  if (const json* description = r.Optional("description")) {
+    VARLEN_ASSIGN_OR_RETURN(c.description, ReadString(*description, r.Path("description")));
+  }
+  VARLEN_RETURN_IF_ERROR(ReadEnum(r, "mode", true, &ParseMode, &c.mode));
+  VARLEN_ASSIGN_OR_RETURN(const json* geometry, r.Required("geometry"));
+  VARLEN_ASSIGN_OR_RETURN(c.geometry, ReadGeometry(*geometry, r.Path("geometry")));
+  if (const json* data = r.Optional("data")) {
+    VARLEN_ASSIGN_OR_RETURN(c.data, ReadData(*data, r.Path("data")));
+  }
+  VARLEN_ASSIGN_OR_RETURN(const json* call, r.Required("call"));
+  VARLEN_ASSIGN_OR_RETURN(c.call, ReadCall(*call, r.Path("call")));
+  if (const json* expect = r.Optional("expect")) {
+    VARLEN_ASSIGN_OR_RETURN(c.expect, ReadExpectation(*expect, r.Path("expect")));
+  }
+  VARLEN_RETURN_IF_ERROR(r.NoUnknownFields());
+  return c;
+}
+
+// ---------------------------------------------------------------------------
+// Validation of values that parse but cannot be.
+
+absl::Status CheckRange(absl::string_view path, int64_t value, int64_t lo, int64_t hi,
+                        absl::string_view rule) {
+  if (value < lo || value > hi) {
+    return PathError(path, absl::StrCat(value, " is outside [", lo, ", ", hi, "]: ", rule));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateTensorLiteral(const TensorLiteral& t, const std::string& path) {
+  const int64_t count = static_cast<int64_t>(IsFloatingPoint(t.dtype) ? t.floats.size() : t.ints.size());
+  if (t.shape.has_value()) {
+    if (t.shape->size() > 8) return PathError(path + ".shape", "at most 8 dimensions");
+    int64_t numel = 1;
+    for (int64_t d : *t.shape) numel = std::min<int64_t>(numel * std::max<int64_t>(d, 0), kMaxLiteralValues + 1);
+    if (numel != count) {
+      return PathError(path + ".shape", absl::StrCat("shape ", ShapeToString(*t.shape), " holds ",
+                                                     numel, " values but ", count, " are given"));
+    }
+  }
+  if (t.dtype == DType::kInt32) {
+    for (size_t i = 0; i < t.ints.size(); ++i) {
+      if (t.ints[i] < std::numeric_limits<int32_t>::min() ||
+          t.ints[i] > std::numeric_limits<int32_t>::max()) {
+        return PathError(absl::StrCat(path, ".tensor[", i, "]"),
+                         absl::StrCat(t.ints[i], " does not fit in int32"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateArg(const ArgLiteral& a, const std::string& path) {
+  switch (a.kind) {
+    case ArgLiteral::Kind::kTensor:
+      return ValidateTensorLiteral(a.tensor, path);
+    case ArgLiteral::Kind::kSingletonCache:
+      return a.cache_has_data ? ValidateTensorLiteral(a.tensor, path + ".singleton_cache")
+                              : absl::OkStatus();
+    case ArgLiteral::Kind::kList:
+      for (size_t i = 0; i < a.list.size(); ++i) {
+        VARLEN_RETURN_IF_ERROR(ValidateArg(a.list[i], absl::StrCat(path, "[", i, "]")));
+      }
+      return absl::OkStatus();
+    default:
+      return absl::OkStatus();
+  }
+}
+
+absl::Status ValidateGeometry(const Geometry& g) {
+  const std::string p = "$.geometry";
+  if (static_cast<int64_t>(g.seq_lens.size()) > kMaxSequences) {
+    return PathError(p + ".seq_lens", absl::StrCat("more than ", kMaxSequences, " sequences"));
+  }
+  int64_t total = 0;
+  for (size_t i = 0; i < g.seq_lens.size(); ++i) {
+    const std::string path = absl::StrCat(p, ".seq_lens[", i, "]");
+    if (g.seq_lens[i] < 0) {
+      return PathError(path, absl::StrCat(g.seq_lens[i], " is negative: sequence lengths must be >= 0"));
+    }
+    VARLEN_RETURN_IF_ERROR(CheckRange(path, g.seq_lens[i], 0, kMaxTotalTokens,
+                                      "a sequence length must fit in int32"));
+    total += g.seq_lens[i];
+    if (total > kMaxTotalTokens) {
+      return PathError(p + ".seq_lens", absl::StrCat("the sequences hold more than ", kMaxTotalTokens,
+                                                     " tokens, the limit of int32 token offsets"));
+    }
+  }
+  VARLEN_RETURN_IF_ERROR(CheckRange(p + ".num_heads", g.num_heads, 1, kMaxHeads, "heads per rank"));
+  VARLEN_RETURN_IF_ERROR(CheckRange(p + ".num_kv_heads", g.num_kv_heads, 1, g.num_heads,
+                                    "key/value heads cannot outnumber query heads"));
+  if (g.num_heads % g.num_kv_heads != 0) {
+    return PathError(p + ".num_kv_heads",
+                     absl::StrCat(g.num_kv_heads, " does not divide num_heads=", g.num_heads,
+                                  ": grouped-query attention needs whole groups"));
+  }
+  VARLEN_RETURN_IF_ERROR(CheckRange(p + ".head_dim", g.head_dim, 1, kMaxHeadDim, "head dimension"));
+  VARLEN_RETURN_IF_ERROR(CheckRange(p + ".head_dim_v", g.head_dim_v, 1, kMaxHeadDim, "value head dimension"));
+  if (!IsFloatingPoint(g.dtype)) {
+    return PathError(p + ".dtype", absl::StrCat(DTypeName(g.dtype),
+                                                " is not a floating dtype: q, k and v hold activations"));
+  }
+  if (g.softmax_scale.has_value() && !std::isfinite(*g.softmax_scale)) {
+    return PathError(p + ".softmax_scale", "the intended scale must be finite");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateCall(const CallSpec& c, const Geometry& g) {
+  const std::string p = "$.call";
+  const int64_t tokens = g.total_tokens();
+  const int64_t bsz = c.bsz.value_or(1);
+  VARLEN_RETURN_IF_ERROR(CheckRange(p + ".bsz", bsz, 1, kMaxTotalTokens, "batch items"));
+  if (c.seq_len.has_value()) {
+    VARLEN_RETURN_IF_ERROR(CheckRange(p + ".seq_len", *c.seq_len, 0, kMaxTotalTokens, "tokens per item"));
+  }
+  if (c.layout == QLayout::kBatched) {
+    if (c.profile != Profile::kFlashinferCudnn) {
+      return PathError(p + ".layout", "batched [b, s, h, d] q is only accepted by flashinfer_cudnn");
+    }
+    if (!c.seq_len.has_value() || bsz * *c.seq_len != tokens) {
+      return PathError(p + ".layout",
+                       absl::StrCat("batched layout needs bsz * seq_len == ", tokens,
+                                    " (the total of geometry.seq_lens)"));
+    }
+  }
+  if (c.entry == Entry::kLayer) {
+    if (tokens == 0) {
+      return PathError(p + ".entry",
+                       "the attention layer fails before any backend on an empty batch; use "
+                       "entry \"direct\" for zero tokens");
+    }
+    if (c.layout != QLayout::kPacked) {
+      return PathError(p + ".layout", "the attention layer always hands backends packed [T, H, D]");
+    }
+    if (c.seq_len.value_or(tokens / bsz) * bsz != tokens) {
+      return PathError(p + ".seq_len", absl::StrCat("the layer derives bsz and seq_len from x, so "
+                                                    "bsz * seq_len must equal ",
+                                                    tokens));
+    }
+  }
+  VARLEN_RETURN_IF_ERROR(ValidateArg(c.cu_seqlens, p + ".cu_seqlens"));
+  for (const auto& [key, value] : c.kwargs) {
+    VARLEN_RETURN_IF_ERROR(ValidateArg(value, absl::StrCat(p, ".kwargs.", key)));
+  }
+  if (c.forward_metadata.has_value()) {
+    const MetadataSpec& m = *c.forward_metadata;
+    const std::string mp = p + ".forward_metadata";
+    for (const auto& [name, value] :
+         {std::pair<const char*, const ArgLiteral*>{"cu_seqlens", &m.cu_seqlens},
+          {"seq_lens", &m.seq_lens},
+          {"max_seqlen", &m.max_seqlen},
+          {"packed_indptrs", &m.packed_indptrs},
+          {"sequence_lengths", &m.sequence_lengths},
+          {"flashinfer_max_seqlen", &m.flashinfer_max_seqlen}}) {
+      VARLEN_RETURN_IF_ERROR(ValidateArg(*value, absl::StrCat(mp, ".", name)));
+    }
+    if (m.builder == MetadataSpec::Builder::kFlashinferCudnn) {
+      VARLEN_RETURN_IF_ERROR(CheckRange(mp + ".elem_per_token", m.elem_per_token,
+                                        -kMaxTotalTokens - 1, kMaxTotalTokens,
+                                        "an int32 multiplier"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// ---------------------------------------------------------------------------
+// Writing.
+
+ojson TensorLiteralToJson(const TensorLiteral& t) {
+  ojson values = ojson::array();
+  if (IsFloatingPoint(t.dtype)) {
+    for (double v : t.floats) {
+      if (std::isnan(v)) {
+        values.push_back("nan");
+      } else if (std::isinf(v)) {
+        values.push_back(v > 0 ? "inf" : "-inf");
+      } else {
+        values.push_back(v);
+      }
+    }
+  } else if (t.dtype == DType::kBool) {
+    for (int64_t v : t.ints) values.push_back(v != 0);
+  } else {
+    for (int64_t v : t.ints) values.push_back(v);
+  }
+  ojson j = {{"tensor", values}, {"dtype", DTypeName(t.dtype)}, {"device", DeviceName(t.device)}};
+  if (t.shape.has_value()) j["shape"] = *t.shape;
+  return j;
+}
+
+ojson MetadataToJson(const MetadataSpec& m) {
+  ojson j = {{"builder", MetadataBuilderName(m.builder)},
+            {"device", DeviceName(m.device)},
+            {"cu_seqlens", ArgLiteralToJson(m.cu_seqlens)}};
+  if (m.builder == MetadataSpec::Builder::kFlashinferCudnn) {
+    j["elem_per_token"] = m.elem_per_token;
+    return j;
+  }
+  auto put = [&j](const char* key, const ArgLiteral& value) {
+    if (value.kind != ArgLiteral::Kind::kNone) j[key] = ArgLiteralToJson(value);
+  };
+  if (m.builder == MetadataSpec::Builder::kManual) put("seq_lens", m.seq_lens);
+  put("max_seqlen", m.max_seqlen);
+  put("packed_indptrs", m.packed_indptrs);
+  put("sequence_lengths", m.sequence_lengths);
+  put("flashinfer_max_seqlen", m.flashinfer_max_seqlen);
+  return j;
+}
+
+bool IsScalar(const ojson& j) { return !j.is_object() && !j.is_array(); }
+
+void Format(const ojson& j, int indent, std::string* out) {
+  const std::string pad(static_cast<size_t>(indent), ' ');
+  const std::string inner(static_cast<size_t>(indent + 2), ' ');
+  if (j.is_object() && !j.empty()) {
+    out->append("{\n");
+    bool first = true;
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (!first) out->append(",\n");
+      first = false;
+      absl::StrAppend(out, inner, ojson(it.key()).dump(), ": ");
+      Format(it.value(), indent + 2, out);
+    }
+    absl::StrAppend(out, "\n", pad, "}");
+  } else if (j.is_array() && !j.empty() && !std::all_of(j.begin(), j.end(), IsScalar)) {
+    out->append("[\n");
+    for (size_t i = 0; i < j.size(); ++i) {
+      if (i > 0) out->append(",\n");
+      out->append(inner);
+      Format(j[i], indent + 2, out);
+    }
+    absl::StrAppend(out, "\n", pad, "]");
+  } else {
+    out->append(j.dump(-1, ' ', false, ojson::error_handler_t::replace));
+  }
+}
+
+}  // namespace
+
+ojson ArgLiteralToJson(const ArgLiteral& a) {
+  switch (a.kind) {
+    case ArgLiteral::Kind::kNone:
+      return nullptr;
+    case ArgLiteral::Kind::kBool:
+      return a.b;
+    case ArgLiteral::Kind::kInt:
+      return a.i;
+    case ArgLiteral::Kind::kFloat:
+      if (std::isnan(a.f)) return {{"float", "nan"}};
+      if (std::isinf(a.f)) return {{"float", a.f > 0 ? "inf" : "-inf"}};
+      return a.f;
+    case ArgLiteral::Kind::kStr:
+      return a.s;
+    case ArgLiteral::Kind::kTensor:
+      return TensorLiteralToJson(a.tensor);
+    case ArgLiteral::Kind::kList: {
+      ojson list = ojson::array();
+      for (const ArgLiteral& item : a.list) list.push_back(ArgLiteralToJson(item));
+      return list;
+    }
+    case ArgLiteral::Kind::kSingletonCache:
+      return {{"singleton_cache", a.cache_has_data ? TensorLiteralToJson(a.tensor) : ojson(nullptr)}};
+    case ArgLiteral::Kind::kEmptyLikeQ:
+      return {{"empty_like", "q"}};
+  }
+  return nullptr;
+}
+
+ojson TensorToJson(const Tensor& t) {
+  TensorLiteral literal;
+  literal.dtype = t.dtype();
+  literal.device = t.device();
+  if (t.dim() != 1) literal.shape = t.shape();
+  if (t.has_storage()) {
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      if (IsFloatingPoint(t.dtype())) {
+        literal.floats.push_back(t.DoubleAt(i));
+      } else {
+        literal.ints.push_back(t.IntAt(i));
+      }
+    }
+  }
+  return TensorLiteralToJson(literal);
+}
+
+ojson CaseToJson(const Case& c) {
+  ojson geometry = {{"seq_lens", c.geometry.seq_lens},
+                   {"num_heads", c.geometry.num_heads},
+                   {"num_kv_heads", c.geometry.num_kv_heads},
+                   {"head_dim", c.geometry.head_dim},
+                   {"head_dim_v", c.geometry.head_dim_v},
+                   {"dtype", DTypeName(c.geometry.dtype)}};
+  if (c.geometry.softmax_scale.has_value()) geometry["softmax_scale"] = *c.geometry.softmax_scale;
+
+  ojson call = {{"profile", ProfileName(c.call.profile)},
+               {"entry", EntryName(c.call.entry)},
+               {"graph_mode", c.call.graph_mode},
+               {"layout", c.call.layout == QLayout::kPacked ? "packed" : "batched"},
+               {"cu_seqlens", ArgLiteralToJson(c.call.cu_seqlens)},
+               {"forward_metadata", c.call.forward_metadata.has_value()
+                                        ? MetadataToJson(*c.call.forward_metadata)
+                                        : ojson(nullptr)}};
+  if (c.call.bsz.has_value()) call["bsz"] = *c.call.bsz;
+  if (c.call.seq_len.has_value()) call["seq_len"] = *c.call.seq_len;
+  ojson kwargs = ojson::object();
+  for (const auto& [key, value] : c.call.kwargs) kwargs[key] = ArgLiteralToJson(value);
+  call["kwargs"] = kwargs;
+  if (c.call.profile == Profile::kSdpa || c.call.sdpa != SdpaOptions{}) {
+    call["sdpa"] = {{"flatten_batch", c.call.sdpa.flatten_batch},
+                    {"softmax_in_single_precision", c.call.sdpa.softmax_in_single_precision}};
+  }
+
+  ojson j = {{"name", c.name},
+            {"source", c.source},
+            {"description", c.description},
+            {"mode", ModeName(c.mode)},
+            {"geometry", geometry},
+            {"data", {{"seed", c.data.seed}, {"distribution", DistributionName(c.data.distribution)}}},
+            {"call", call}};
+  if (c.expect.has_value()) {
+    const Expectation& e = *c.expect;
+    ojson expect = {{"outcome", ExpectedOutcomeName(e.outcome)}};
+    if (e.outcome == Expectation::Outcome::kError) {
+      expect["error"] = PyErrorKindName(e.error_kind);
+      expect["message"] = e.message;
+    }
+    if (e.host_syncs.has_value()) expect["host_syncs"] = *e.host_syncs;
+    if (!e.resolved.is_null()) expect["resolved"] = ojson::parse(e.resolved.dump());
+    j["expect"] = expect;
+  }
+  return j;
+}
+
+std::string FormatJson(const ojson& value) {
+  std::string out;
+  Format(value, 0, &out);
+  return out;
+}
+
+std::string WriteCase(const Case& c) { return FormatJson(CaseToJson(c)) + "\n"; }
+
+absl::Status ValidateCase(const Case& c) {
+  if (c.name.empty() || !std::all_of(c.name.begin(), c.name.end(), [](char ch) {
+        return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.';
+      })) {
+    return PathError("$.name", absl::StrCat("\"", c.name,
+                                            "\" must be non-empty and use only letters, digits, "
+                                            "'-', '_' and '.'"));
+  }
+  if (c.source.empty()) {
+    return PathError("$.source", "every case names where it comes from (an issue, a PR, a rule)");
+  }
+  VARLEN_RETURN_IF_ERROR(ValidateGeometry(c.geometry));
+  VARLEN_RETURN_IF_ERROR(ValidateCall(c.call, c.geometry));
+  if (c.expect.has_value() && c.expect->outcome == Expectation::Outcome::kSilentCorruption &&
+      !FitsForwardBudget(c.geometry)) {
+    return PathError("$.expect.outcome",
+                     "silent_corruption can only be observed by a forward run, and this geometry "
+                     "exceeds the CPU budget (run resolution only)");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Case> ParseCase(absl::string_view json_text, absl::string_view origin) {
+  json j;
+  try {
+    j = json::parse(json_text.begin(), json_text.end());
+  } catch (const json::parse_error& e) {
+    return absl::InvalidArgumentError(absl::StrCat(origin, ": invalid JSON: ", e.what()));
+  }
+  absl::StatusOr<Case> c = ReadCase(j);
+  if (c.ok()) {
+    absl::Status valid = ValidateCase(*c);
+    if (!valid.ok()) c = valid;
+  }
+  if (!c.ok()) return absl::InvalidArgumentError(absl::StrCat(origin, ": ", c.status().message()));
+  return c;
+}
+
+absl::StatusOr<Case> LoadCaseFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open the file"));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (text.str().size() > static_cast<size_t>(kMaxCaseFileBytes)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", text.str().size(),
+                                                   " bytes exceed the case file limit of ",
+                                                   kMaxCaseFileBytes));
+  }
+  return ParseCase(text.str(), path);
+}
+
+absl::StatusOr<std::vector<std::string>> ListCaseFiles(const std::vector<std::string>& paths) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> files;
+  for (const std::string& path : paths) {
+    std::error_code ec;
+    if (fs::is_directory(path, ec)) {
+      std::vector<std::string> found;
+      for (auto it = fs::recursive_directory_iterator(path, ec); !ec && it != fs::end(it);
+           it.increment(ec)) {
+        if (it->is_regular_file(ec) && it->path().extension() == ".json") {
+          found.push_back(it->path().string());
+        }
+      }
+      if (ec) return absl::NotFoundError(absl::StrCat(path, ": ", ec.message()));
+      std::sort(found.begin(), found.end());
+      files.insert(files.end(), found.begin(), found.end());
+    } else if (fs::exists(path, ec)) {
+      files.push_back(path);
+    } else {
+      return absl::NotFoundError(absl::StrCat(path, ": no such file or directory"));
+    }
+  }
+  return files;
+}
+
+}  // namespace varlen

@@ -1,0 +1,324 @@
+#include "varlen/cases/executor.h"
+
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "varlen/backend/bind.h"
+#include "varlen/cases/case_json.h"
+#include "varlen/cases/limits.h"
+#include "varlen/cases/report.h"
+#include "varlen/contract/metadata.h"
+#include "varlen/core/device_ledger.h"
+
+namespace varlen {
+namespace {
+
+Tensor MaterializeTensor(const TensorLiteral& t) {
+  if (IsFloatingPoint(t.dtype)) return Tensor::FromDoubles(t.floats, t.dtype, t.device, t.shape);
+  return Tensor::FromInts(t.ints, t.dtype, t.device, t.shape);
+}
+
+// A fresh Python object for each run: resolution may mutate caches.
+Value Materialize(const ArgLiteral& a, const Tensor& q) {
+  switch (a.kind) {
+    case ArgLiteral::Kind::kNone:
+      return Value::None();
+    case ArgLiteral::Kind::kBool:
+      return Value::Bool(a.b);
+    case ArgLiteral::Kind::kInt:
+      return Value::Int(a.i);
+    case ArgLiteral::Kind::kFloat:
+      return Value::Float(a.f);
+    case ArgLiteral::Kind::kStr:
+      return Value::Str(a.s);
+    case ArgLiteral::Kind::kTensor:
+      return Value::FromTensor(MaterializeTensor(a.tensor));
+    case ArgLiteral::Kind::kList: {
+      std::vector<Value> items;
+      for (const ArgLiteral& item : a.list) items.push_back(Materialize(item, q));
+      return Value::List(std::move(items));
+    }
+    case ArgLiteral::Kind::kSingletonCache: {
+      auto cache = std::make_shared<SingletonCache>();
+      if (a.cache_has_data) cache->data = MaterializeTensor(a.tensor);
+      return Value::Cache(std::move(cache));
+    }
+    case ArgLiteral::Kind::kEmptyLikeQ:
+      return Value::FromTensor(q.has_storage() ? Tensor::Zeros(q.dtype(), q.device(), q.shape())
+                                               : Tensor::ShapeOnly(q.dtype(), q.device(), q.shape()));
+  }
+  return Value::None();
+}
+
+absl::StatusOr<VisionAttentionMetadata> BuildMetadata(const MetadataSpec& m, Mode mode,
+                                                      const Tensor& q) {
+  const Value cu = Materialize(m.cu_seqlens, q);
+  switch (m.builder) {
+    case MetadataSpec::Builder::kFlashinferCudnn:
+      return PrepareFlashinferCudnnMetadata(cu, m.device, m.elem_per_token, mode);
+    case MetadataSpec::Builder::kPlain: {
+      PlainMetadataOptions options;
+      options.max_seqlen = Materialize(m.max_seqlen, q);
+      options.packed_indptrs = Materialize(m.packed_indptrs, q);
+      options.sequence_lengths = Materialize(m.sequence_lengths, q);
+      options.flashinfer_max_seqlen = Materialize(m.flashinfer_max_seqlen, q);
+      return PrepareVisionAttentionMetadata(cu, m.device, options, mode);
+    }
+    case MetadataSpec::Builder::kManual: {
+      VisionAttentionMetadata metadata;
+      metadata.cu_seqlens = cu;
+      metadata.seq_lens = Materialize(m.seq_lens, q);
+      metadata.max_seqlen = Materialize(m.max_seqlen, q);
+      metadata.packed_indptrs = Materialize(m.packed_indptrs, q);
+      metadata.sequence_lengths = Materialize(m.sequence_lengths, q);
+      metadata.flashinfer_max_seqlen = Materialize(m.flashinfer_max_seqlen, q);
+      return metadata;
+    }
+  }
+  return absl::InternalError("unknown metadata builder");
+}
+
+AttentionCall MaterializeCall(const Case& c, const QkvTensors& qkv) {
+  AttentionCall call;
+  call.q = qkv.q;
+  call.k = qkv.k;
+  call.v = qkv.v;
+  call.bsz = c.call.bsz.value_or(1);
+  call.seq_len = c.call.seq_len.value_or(c.geometry.total_tokens() / call.bsz);
+  call.cu_seqlens = Materialize(c.call.cu_seqlens, qkv.q);
+  for (const auto& [key, value] : c.call.kwargs) call.kwargs.set(key, Materialize(value, qkv.q));
+  call.entry = c.call.entry;
+  call.graph_mode = c.call.graph_mode;
+  call.sdpa = c.call.sdpa;
+  return call;
+}
+
+// True when every field of `expected` (an object) equals the same field of
+// `actual`, recursively; numbers compare by value.
+bool JsonSubsetMatches(const nlohmann::json& expected, const nlohmann::json& actual,
+                       const std::string& path, std::string* mismatch) {
+  if (expected.is_object()) {
+    if (!actual.is_object()) {
+      *mismatch = absl::StrCat(path, ": expected an object, got ", actual.dump());
+      return false;
+    }
+    for (auto it = expected.begin(); it != expected.end(); ++it) {
+      auto found = actual.find(it.key());
+      if (found == actual.end()) {
+        *mismatch = absl::StrCat(path, ".", it.key(), ": absent from the resolved arguments");
+        return false;
+      }
+      if (!JsonSubsetMatches(it.value(), *found, absl::StrCat(path, ".", it.key()), mismatch)) {
+        return false;
+      }
+    }
+    return true;
+  }
+  if (expected != actual) {
+    *mismatch = absl::StrCat(path, ": expected ", expected.dump(), ", got ", actual.dump());
+    return false;
+  }
+  return true;
+}
+
+void CheckExpectation(const Case& c, Outcome* outcome) {
+  if (outcome->observed == Observed::kUnsupported) {
+    outcome->verdict = Verdict::kUnsupported;
+    return;
+  }
+  std::vector<std::string>& mismatches = outcome->mismatches;
+  if (!c.expect.has_value()) {
+    // Without an expectation only a silent corruption is a failure.
+    if (outcome->observed == Observed::kCorruption) {
+      mismatches.push_back("the output does not match the reference");
+    }
+  } else {
+    const Expectation& e = *c.expect;
+    switch (e.outcome) {
+      case Expectation::Outcome::kError: {
+        const std::string expected =
+            FormatPythonError(PythonError(e.error_kind, e.message));
+        if (outcome->observed != Observed::kError) {
+          mismatches.push_back(absl::StrCat("expected ", expected, "; observed ",
+                                            ObservedName(outcome->observed)));
+        } else if (FormatPythonError(outcome->error) != expected) {
+          mismatches.push_back(absl::StrCat("expected ", expected, "; raised ",
+                                            FormatPythonError(outcome->error)));
+        }
+        break;
+      }
+      case Expectation::Outcome::kSuccess:
+        if (outcome->observed != Observed::kSuccess) {
+          mismatches.push_back(absl::StrCat("expected success; observed ",
+                                            ObservedName(outcome->observed)));
+        }
+        break;
+      case Expectation::Outcome::kSilentCorruption:
+        if (outcome->observed != Observed::kCorruption) {
+          mismatches.push_back(absl::StrCat("expected a silent corruption; observed ",
+                                            ObservedName(outcome->observed)));
+        }
+        break;
+    }
+    if (e.host_syncs.has_value() && outcome->resolution.has_value()) {
+      const int syncs = outcome->resolution->counts().host_syncs;
+      if (syncs != *e.host_syncs) {
+        mismatches.push_back(absl::StrCat("expected ", *e.host_syncs,
+                                          " host syncs during resolution; observed ", syncs));
+      }
+    }
+    if (!e.resolved.is_null()) {
+      if (!outcome->resolution.has_value() || !outcome->resolution->args.has_value()) {
+        mismatches.push_back("expected resolved arguments, but resolution did not succeed");
+      } else {
+        const nlohmann::json actual =
+            nlohmann::json::parse(ResolvedArgsToJson(*outcome->resolution->args).dump());
+        std::string mismatch;
+        if (!JsonSubsetMatches(e.resolved, actual, "resolved", &mismatch)) {
+          mismatches.push_back(mismatch);
+        }
+      }
+    }
+  }
+  outcome->verdict = mismatches.empty() ? Verdict::kPass : Verdict::kFail;
+}
+
+}  // namespace
+
+absl::string_view ObservedName(Observed observed) {
+  switch (observed) {
+    case Observed::kError:
+      return "error";
+    case Observed::kSuccess:
+      return "success";
+    case Observed::kCorruption:
+      return "silent corruption";
+    case Observed::kUnsupported:
+      return "unsupported";
+  }
+  return "?";
+}
+
+absl::string_view VerdictName(Verdict verdict) {
+  switch (verdict) {
+    case Verdict::kPass:
+      return "PASS";
+    case Verdict::kFail:
+      return "FAIL";
+    case Verdict::kUnsupported:
+      return "UNSUPPORTED";
+  }
+  return "?";
+}
+
+CaseRunner::CaseRunner(Case c, RunOptions options)
+    : case_(std::move(c)),
+      options_(options),
+      forward_(options.allow_forward && FitsForwardBudget(case_.geometry)),
+      qkv_(forward_ ? SynthesizeQkv(case_) : ShapeOnlyQkv(case_)) {}
+
+const Reference& CaseRunner::GetReference() {
+  if (!reference_.has_value()) {
+    reference_ = ComputeReference(case_.geometry, qkv_.q, qkv_.k, qkv_.v);
+  }
+  return *reference_;
+}
+
+Outcome CaseRunner::Run(const Backend& backend) {
+  Outcome outcome;
+  outcome.backend = std::string(backend.name());
+  AttentionCall call = MaterializeCall(case_, qkv_);
+
+  if (case_.call.forward_metadata.has_value()) {
+    ScopedDeviceLedger ledger;
+    absl::StatusOr<VisionAttentionMetadata> metadata =
+        BuildMetadata(*case_.call.forward_metadata, case_.mode, qkv_.q);
+    outcome.builder_events = ledger.events();
+    if (!metadata.ok()) {
+      outcome.error = metadata.status();
+      outcome.error_stage = "metadata builder";
+      outcome.observed = Observed::kError;
+      CheckExpectation(case_, &outcome);
+      return outcome;
+    }
+    call.forward_metadata = *std::move(metadata);
+  }
+
+  outcome.resolution = Resolve(call, case_.call.profile, case_.mode);
+  if (!outcome.resolution->status.ok()) {
+    outcome.error = outcome.resolution->status;
+    outcome.error_stage = "resolution";
+    outcome.observed = Observed::kError;
+    CheckExpectation(case_, &outcome);
+    return outcome;
+  }
+  if (!forward_) {
+    outcome.resolution_only_reason =
+        options_.allow_forward
+            ? absl::StrCat("resolution only: the geometry exceeds the CPU budget (",
+                           AttentionMacs(case_.geometry), " multiply-adds, ",
+                           TensorElements(case_.geometry), " elements)")
+            : "resolution only: forward runs disabled";
+    outcome.observed = Observed::kSuccess;
+    CheckExpectation(case_, &outcome);
+    return outcome;
+  }
+
+  absl::StatusOr<KernelCall> kernel = BindForKernel(call, *outcome.resolution->args);
+  if (!kernel.ok()) {
+    if (PythonErrorKindOf(kernel.status()).has_value()) {
+      outcome.error = kernel.status();
+      outcome.error_stage = "kernel entry";
+      outcome.observed = Observed::kError;
+    } else if (absl::IsUnimplemented(kernel.status())) {
+      outcome.unsupported = kernel.status();
+      outcome.observed = Observed::kUnsupported;
+    } else {
+      outcome.kernel_fault = kernel.status();
+      outcome.observed = Observed::kCorruption;
+    }
+    CheckExpectation(case_, &outcome);
+    return outcome;
+  }
+  outcome.kernel = kernel->description();
+  const VarlenAttentionParams params = kernel->params();
+  absl::Status available = backend.Available();
+  absl::Status supported = available.ok() ? backend.Supports(params) : available;
+  if (!supported.ok()) {
+    outcome.unsupported = supported;
+    outcome.observed = Observed::kUnsupported;
+    CheckExpectation(case_, &outcome);
+    return outcome;
+  }
+  outcome.kernel_fault = CheckKernelBounds(params);
+  if (!outcome.kernel_fault.ok()) {
+    outcome.observed = Observed::kCorruption;
+    CheckExpectation(case_, &outcome);
+    return outcome;
+  }
+  PoisonOutput(kernel->output());
+  absl::Status ran = backend.Run(params);
+  if (absl::IsUnimplemented(ran)) {
+    outcome.unsupported = ran;
+    outcome.observed = Observed::kUnsupported;
+  } else if (!ran.ok()) {  // a failing backend is reported, never judged as numbers
+    outcome.error = ran;
+    outcome.error_stage = "backend";
+    outcome.observed = Observed::kError;
+  }
+  if (!ran.ok()) {
+    CheckExpectation(case_, &outcome);
+    return outcome;
+  }
+  outcome.numerics = JudgeOutput(case_.geometry, GetReference(), kernel->output(), options_.tolerance);
+  outcome.observed = outcome.numerics->passed ? Observed::kSuccess : Observed::kCorruption;
+  CheckExpectation(case_, &outcome);
+  return outcome;
+}
+
+Outcome RunCase(const Case& c, const Backend& backend, RunOptions options) {
+  CaseRunner runner(c, options);
+  return runner.Run(backend);
+}
+
+}  // namespace varlen

@@ -1,0 +1,159 @@
+#include "varlen/cases/numerics.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "reference_attention.h"
+#include "varlen/backend/bind.h"
+
+namespace varlen {
+namespace {
+
+// Sentinel NaNs with payloads no arithmetic produces (x86 and CUDA both
+// return the default NaN from invalid operations).
+constexpr uint32_t kPoisonF32 = 0x7fe5a5a5u;
+constexpr uint16_t kPoisonF16 = 0x7e5au;
+constexpr uint16_t kPoisonBF16 = 0x7fdau;
+constexpr uint64_t kPoisonF64 = 0x7ffda5a5a5a5a5a5ull;
+
+bool IsPoisoned(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DType::kFloat32: {
+      uint32_t bits;
+      std::memcpy(&bits, t.data<float>() + i, sizeof bits);
+      return bits == kPoisonF32;
+    }
+    case DType::kFloat16:
+      return t.data<uint16_t>()[i] == kPoisonF16;
+    case DType::kBFloat16:
+      return t.data<uint16_t>()[i] == kPoisonBF16;
+    case DType::kFloat64: {
+      uint64_t bits;
+      std::memcpy(&bits, t.data<double>() + i, sizeof bits);
+      return bits == kPoisonF64;
+    }
+    default:
+      return false;
+  }
+}
+
+Tensor Packed3d(const Tensor& t) {
+  if (t.dim() != 4) return t;
+  return t.Reshape({t.size(0) * t.size(1), t.size(2), t.size(3)});
+}
+
+std::vector<double> RunReference(const Geometry& g, const Tensor& q, const Tensor& k,
+                                 const Tensor& v, DType output_dtype,
+                                 ReferencePrecision precision) {
+  KernelCall call = BindGroundTruth(Packed3d(q), Packed3d(k), Packed3d(v), g.seq_lens, g.scale(),
+                                    output_dtype);
+  ReferenceAttention(call.params(), precision);
+  std::vector<double> out(static_cast<size_t>(call.output().numel()));
+  for (size_t i = 0; i < out.size(); ++i) out[i] = call.output().DoubleAt(static_cast<int64_t>(i));
+  return out;
+}
+
+}  // namespace
+
+Reference ComputeReference(const Geometry& g, const Tensor& q, const Tensor& k, const Tensor& v) {
+  Reference r;
+  r.oracle = RunReference(g, q, k, v, DType::kFloat64, ReferencePrecision::kFloat64);
+  r.emulated = RunReference(g, q, k, v, g.dtype, ReferencePrecision::kEmulated);
+  double noise = 0.0;
+  for (size_t i = 0; i < r.oracle.size(); ++i) {
+    r.emulation_error = std::max(r.emulation_error, std::fabs(r.emulated[i] - r.oracle[i]));
+    const double ref = RoundToDType(r.oracle[i], g.dtype);
+    const double shifted = RoundToDType(RoundToDType(ref + 0.3, g.dtype) - 0.3, g.dtype);
+    noise = std::max(noise, std::fabs(shifted - ref));
+  }
+  r.noise_floor = 2.0 * noise;
+  return r;
+}
+
+void PoisonOutput(const Tensor& output) {
+  for (int64_t i = 0; i < output.numel(); ++i) {
+    switch (output.dtype()) {
+      case DType::kFloat32:
+        std::memcpy(output.mutable_data<float>() + i, &kPoisonF32, sizeof kPoisonF32);
+        break;
+      case DType::kFloat16:
+        output.mutable_data<uint16_t>()[i] = kPoisonF16;
+        break;
+      case DType::kBFloat16:
+        output.mutable_data<uint16_t>()[i] = kPoisonBF16;
+        break;
+      case DType::kFloat64:
+        std::memcpy(output.mutable_data<double>() + i, &kPoisonF64, sizeof kPoisonF64);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+NumericReport JudgeOutput(const Geometry& g, const Reference& reference, const Tensor& output,
+                          const ToleranceModel& tolerance) {
+  NumericReport report;
+  report.emulation_error = reference.emulation_error;
+  report.noise_floor = reference.noise_floor;
+  report.tolerance_factor = tolerance.factor;
+  report.bound = tolerance.factor * reference.emulation_error + reference.noise_floor;
+  report.per_sequence_max_error.assign(g.seq_lens.size(), 0.0);
+  const int64_t heads = g.num_heads, dim = g.head_dim_v;
+  report.elements = static_cast<int64_t>(reference.oracle.size());
+
+  bool have_bad_element = false;
+  int64_t token = 0;
+  for (size_t s = 0; s < g.seq_lens.size(); ++s) {
+    for (int64_t row = 0; row < g.seq_lens[s]; ++row, ++token) {
+      for (int64_t h = 0; h < heads; ++h) {
+        for (int64_t d = 0; d < dim; ++d) {
+          const int64_t i = (token * heads + h) * dim + d;
+          const double expected = reference.oracle[i];
+          const double actual = output.DoubleAt(i);
+          const ElementLocation here{static_cast<int64_t>(s), row, h, d, expected, actual};
+          const bool unwritten = IsPoisoned(output, i);
+          const bool non_finite = !unwritten && std::isfinite(expected) && !std::isfinite(actual);
+          if (unwritten || non_finite) {
+            report.unwritten += unwritten;
+            report.non_finite += non_finite;
+            if (!have_bad_element) report.worst = here;
+            have_bad_element = true;
+            continue;
+          }
+          const double error = std::fabs(actual - expected);
+          report.per_sequence_max_error[s] = std::max(report.per_sequence_max_error[s], error);
+          if (std::fabs(expected) > reference.noise_floor) {
+            report.max_rel_error = std::max(report.max_rel_error, error / std::fabs(expected));
+          }
+          if (error > report.max_abs_error) {
+            report.max_abs_error = error;
+            if (!have_bad_element) report.worst = here;
+          }
+        }
+      }
+    }
+  }
+  report.passed = report.unwritten == 0 && report.non_finite == 0 &&
+                  report.max_abs_error <= report.bound;
+  return report;
+}
+
+std::string SummarizeNumerics(const NumericReport& r) {
+  std::string text = absl::StrFormat(
+      "max abs error %.3g %s bound %.3g (%.3g x emulation %.3g + noise %.3g), max rel error %.3g",
+      r.max_abs_error, r.max_abs_error <= r.bound ? "<=" : ">", r.bound, r.tolerance_factor,
+      r.emulation_error, r.noise_floor, r.max_rel_error);
+  if (r.unwritten > 0) absl::StrAppend(&text, "; ", r.unwritten, " of ", r.elements, " elements never written");
+  if (r.non_finite > 0) absl::StrAppend(&text, "; ", r.non_finite, " NaN/Inf where the reference is finite");
+  if (!r.passed && r.worst.sequence >= 0) {
+    absl::StrAppend(&text, absl::StrFormat("; worst at sequence %d row %d head %d dim %d: expected %.6g, got %.6g",
+                                           r.worst.sequence, r.worst.row, r.worst.head, r.worst.dim,
+                                           r.worst.expected, r.worst.actual));
+  }
+  return text;
+}
+
+}  // namespace varlen

@@ -1,0 +1,260 @@
+#include "varlen/cases/report.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "varlen/cases/case_json.h"
+
+namespace varlen {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+std::string CountsText(const DeviceEventCounts& c) {
+  return absl::StrCat(c.host_syncs, " host syncs, ", c.host_to_device_copies, " host-to-device and ",
+                      c.device_to_host_copies, " device-to-host copies, ", c.casts, " casts");
+}
+
+std::string ArgText(const ArgLiteral& a) {
+  if (a.kind == ArgLiteral::Kind::kTensor) {
+    const TensorLiteral& t = a.tensor;
+    std::vector<std::string> values;
+    const size_t n = IsFloatingPoint(t.dtype) ? t.floats.size() : t.ints.size();
+    for (size_t i = 0; i < n; ++i) {
+      if (n > 12 && i == 6) {
+        values.push_back("...");
+        i = n - 6;
+      }
+      values.push_back(IsFloatingPoint(t.dtype) ? absl::StrCat(t.floats[i]) : absl::StrCat(t.ints[i]));
+    }
+    std::string text = absl::StrCat("tensor([", absl::StrJoin(values, ", "), "]");
+    if (t.shape.has_value()) absl::StrAppend(&text, ", shape=", ShapeToString(*t.shape));
+    absl::StrAppend(&text, ", dtype=", DTypeName(t.dtype), ", device=", DeviceName(t.device), ")");
+    return text;
+  }
+  if (a.kind == ArgLiteral::Kind::kList) {
+    std::vector<std::string> items;
+    for (const ArgLiteral& item : a.list) items.push_back(ArgText(item));
+    return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
+  }
+  if (a.kind == ArgLiteral::Kind::kSingletonCache) {
+    return a.cache_has_data ? absl::StrCat("SingletonCache(data=", ArgText(ArgLiteral::Tensor(a.tensor)), ")")
+                            : "SingletonCache(data=None)";
+  }
+  if (a.kind == ArgLiteral::Kind::kEmptyLikeQ) return "torch.empty_like(q)";
+  if (a.kind == ArgLiteral::Kind::kStr) return PyStrRepr(a.s);
+  if (a.kind == ArgLiteral::Kind::kFloat) return PyFloatRepr(a.f);
+  return ArgLiteralToJson(a).dump();
+}
+
+std::string MetadataText(const MetadataSpec& m) {
+  if (m.builder == MetadataSpec::Builder::kFlashinferCudnn) {
+    return absl::StrCat("prepare_flashinfer_cudnn_vision_attention_metadata(", ArgText(m.cu_seqlens),
+                        ", elem_per_token=", m.elem_per_token, ")");
+  }
+  std::vector<std::string> parts = {ArgText(m.cu_seqlens)};
+  auto add = [&parts](const char* name, const ArgLiteral& v) {
+    if (v.kind != ArgLiteral::Kind::kNone) parts.push_back(absl::StrCat(name, "=", ArgText(v)));
+  };
+  if (m.builder == MetadataSpec::Builder::kManual) add("seq_lens", m.seq_lens);
+  add("max_seqlen", m.max_seqlen);
+  add("packed_indptrs", m.packed_indptrs);
+  add("sequence_lengths", m.sequence_lengths);
+  add("flashinfer_max_seqlen", m.flashinfer_max_seqlen);
+  return absl::StrCat(m.builder == MetadataSpec::Builder::kManual ? "VisionAttentionMetadata("
+                                                                 : "prepare_vision_attention_metadata(",
+                      absl::StrJoin(parts, ", "), ")");
+}
+
+std::string ObservedText(const Outcome& o) {
+  switch (o.observed) {
+    case Observed::kError:
+      return absl::StrCat("error raised by the ", o.error_stage);
+    case Observed::kSuccess:
+      return o.resolution_only_reason.empty() ? "success: the output matches the reference"
+                                              : absl::StrCat("success (", o.resolution_only_reason, ")");
+    case Observed::kCorruption:
+      return !o.kernel_fault.ok() ? absl::StrCat("silent corruption: ", o.kernel_fault.message())
+                                  : "silent corruption: the output does not match the reference";
+    case Observed::kUnsupported:
+      return absl::StrCat("unsupported: ", o.unsupported.message());
+  }
+  return "?";
+}
+
+std::string ExpectationText(const Expectation& e) {
+  std::string text(ExpectedOutcomeName(e.outcome));
+  if (e.outcome == Expectation::Outcome::kError) {
+    text = FormatPythonError(PythonError(e.error_kind, e.message));
+  }
+  if (e.host_syncs.has_value()) absl::StrAppend(&text, "; ", *e.host_syncs, " host syncs");
+  if (!e.resolved.is_null()) absl::StrAppend(&text, "; resolved ", e.resolved.dump());
+  return text;
+}
+
+}  // namespace
+
+ojson ValueToJson(const Value& value) {
+  switch (value.kind()) {
+    case Value::Kind::kNone:
+      return nullptr;
+    case Value::Kind::kBool:
+      return value.as_bool();
+    case Value::Kind::kInt:
+      return value.as_int();
+    case Value::Kind::kFloat:
+      return ArgLiteralToJson(ArgLiteral::Float(value.as_float()));
+    case Value::Kind::kStr:
+      return value.as_str();
+    case Value::Kind::kTensor:
+      return TensorToJson(value.as_tensor());
+    case Value::Kind::kList: {
+      ojson list = ojson::array();
+      for (const Value& item : value.as_list()) list.push_back(ValueToJson(item));
+      return list;
+    }
+    case Value::Kind::kSingletonCache: {
+      const SingletonCache& cache = *value.as_cache();
+      return {{"singleton_cache", cache.data.has_value() ? TensorToJson(*cache.data) : ojson(nullptr)}};
+    }
+  }
+  return nullptr;
+}
+
+ojson ResolvedArgsToJson(const ResolvedArgs& resolved) {
+  if (const auto* a = std::get_if<FlashinferCudnnArgs>(&resolved.args)) {
+    return {{"profile", "flashinfer_cudnn"},
+            {"actual_seq_lens", TensorToJson(a->actual_seq_lens)},
+            {"batch_offsets_qk", TensorToJson(a->batch_offsets_qk)},
+            {"batch_offsets_v", TensorToJson(a->batch_offsets_v)},
+            {"batch_offsets_o", TensorToJson(a->batch_offsets_o)},
+            {"max_token_per_sequence", a->max_token_per_sequence},
+            {"max_sequence_kv", a->max_sequence_kv},
+            {"scale", a->scale},
+            {"output_4d", a->output_4d}};
+  }
+  if (const auto* a = std::get_if<Fa3Args>(&resolved.args)) {
+    return {{"profile", "fa3"},
+            {"cu_seqlens", ValueToJson(a->cu_seqlens)},
+            {"max_seqlen", ValueToJson(a->max_seqlen)},
+            {"scale", a->scale}};
+  }
+  if (const auto* a = std::get_if<TritonArgs>(&resolved.args)) {
+    return {{"profile", "triton_attn"},
+            {"cu_seqlens", ValueToJson(a->cu_seqlens)},
+            {"seq_lens", ValueToJson(a->seq_lens)},
+            {"max_seqlen", ValueToJson(a->max_seqlen)},
+            {"output_from_workspace", a->output_from_workspace},
+            {"scale", a->scale}};
+  }
+  const SdpaArgs& a = std::get<SdpaArgs>(resolved.args);
+  const char* mask = a.mask == SdpaArgs::Mask::kBlockDiagonal ? "block_diagonal"
+                     : a.mask == SdpaArgs::Mask::kPadding     ? "padding"
+                                                              : "none";
+  return {{"profile", "sdpa"},
+          {"mask", mask},
+          {"cu_seqlens", a.cu_seqlens},
+          {"bsz", a.bsz},
+          {"tokens_per_item", a.tokens_per_item},
+          {"scale", a.scale}};
+}
+
+std::string DescribeCall(const CallSpec& call) {
+  std::vector<std::string> parts;
+  parts.push_back(absl::StrCat("cu_seqlens=", ArgText(call.cu_seqlens)));
+  parts.push_back(absl::StrCat("forward_metadata=", call.forward_metadata.has_value()
+                                                        ? MetadataText(*call.forward_metadata)
+                                                        : "None"));
+  for (const auto& [key, value] : call.kwargs) parts.push_back(absl::StrCat(key, "=", ArgText(value)));
+  if (call.bsz.has_value()) parts.push_back(absl::StrCat("bsz=", *call.bsz));
+  if (call.seq_len.has_value()) parts.push_back(absl::StrCat("seq_len=", *call.seq_len));
+  return absl::StrJoin(parts, ", ");
+}
+
+std::string FormatOutcomeText(const Case& c, const std::string& origin, const Outcome& o) {
+  std::string text = absl::StrCat("case ", c.name, "  (", origin, ")\n");
+  absl::StrAppend(&text, "  source:     ", c.source, "\n");
+  if (!c.description.empty()) absl::StrAppend(&text, "  about:      ", c.description, "\n");
+  absl::StrAppend(&text, "  call:       ", ProfileName(c.call.profile), " ", ModeName(c.mode), ", ",
+                  EntryName(c.call.entry), c.call.graph_mode ? ", cuda-graph mode" : "", ", backend ",
+                  o.backend, "\n");
+  absl::StrAppend(&text, "  geometry:   seq_lens ",
+                  c.geometry.seq_lens.size() > 16
+                      ? absl::StrCat(c.geometry.seq_lens.size(), " sequences, ",
+                                     c.geometry.total_tokens(), " tokens")
+                      : absl::StrCat("[", absl::StrJoin(c.geometry.seq_lens, ", "), "]"),
+                  ", heads ", c.geometry.num_heads, "/", c.geometry.num_kv_heads, ", head_dim ",
+                  c.geometry.head_dim, "/", c.geometry.head_dim_v, ", ", DTypeName(c.geometry.dtype),
+                  "\n");
+  absl::StrAppend(&text, "  passed:     ", DescribeCall(c.call), "\n");
+  if (!o.builder_events.empty()) {
+    absl::StrAppend(&text, "  builder:    ", CountsText(CountDeviceEvents(o.builder_events)), "\n");
+  }
+  if (o.resolution.has_value()) {
+    for (const std::string& note : o.resolution->notes) absl::StrAppend(&text, "  resolution: ", note, "\n");
+    absl::StrAppend(&text, "  device:     ", CountsText(o.resolution->counts()), "\n");
+    for (const DeviceEvent& e : o.resolution->events) {
+      absl::StrAppend(&text, "              ", DeviceEventKindName(e.kind), ": ", e.what, "\n");
+    }
+    if (o.resolution->args.has_value()) {
+      absl::StrAppend(&text, "  resolved:   ", ResolvedArgsToJson(*o.resolution->args).dump(), "\n");
+    }
+  }
+  if (!o.kernel.empty()) absl::StrAppend(&text, "  kernel:     ", o.kernel, "\n");
+  if (o.numerics.has_value()) absl::StrAppend(&text, "  numerics:   ", SummarizeNumerics(*o.numerics), "\n");
+  absl::StrAppend(&text, "  outcome:    ", ObservedText(o), "\n");
+  if (o.observed == Observed::kError) absl::StrAppend(&text, FormatPythonError(o.error), "\n");
+  if (c.expect.has_value()) absl::StrAppend(&text, "  expected:   ", ExpectationText(*c.expect), "\n");
+  absl::StrAppend(&text, "  verdict:    ", VerdictName(o.verdict), "\n");
+  for (const std::string& m : o.mismatches) absl::StrAppend(&text, "    - ", m, "\n");
+  return text;
+}
+
+ojson OutcomeToJson(const Case& c, const std::string& origin, const Outcome& o) {
+  ojson j = {{"case", c.name},
+             {"file", origin},
+             {"source", c.source},
+             {"backend", o.backend},
+             {"mode", ModeName(c.mode)},
+             {"profile", ProfileName(c.call.profile)},
+             {"observed", ObservedName(o.observed)},
+             {"verdict", VerdictName(o.verdict)},
+             {"mismatches", o.mismatches}};
+  if (o.observed == Observed::kError) {
+    j["error"] = {{"stage", o.error_stage}, {"text", FormatPythonError(o.error)}};
+  }
+  if (!o.resolution_only_reason.empty()) j["resolution_only"] = o.resolution_only_reason;
+  if (o.observed == Observed::kUnsupported) j["unsupported"] = std::string(o.unsupported.message());
+  if (!o.kernel_fault.ok()) j["kernel_fault"] = std::string(o.kernel_fault.message());
+  if (o.resolution.has_value()) {
+    const DeviceEventCounts counts = o.resolution->counts();
+    j["device_events"] = {{"host_syncs", counts.host_syncs},
+                          {"host_to_device_copies", counts.host_to_device_copies},
+                          {"device_to_host_copies", counts.device_to_host_copies},
+                          {"casts", counts.casts}};
+    j["notes"] = o.resolution->notes;
+    if (o.resolution->args.has_value()) j["resolved"] = ResolvedArgsToJson(*o.resolution->args);
+  }
+  if (o.numerics.has_value()) {
+    const NumericReport& n = *o.numerics;
+    j["numerics"] = {{"passed", n.passed},
+                     {"max_abs_error", n.max_abs_error},
+                     {"max_rel_error", n.max_rel_error},
+                     {"bound", n.bound},
+                     {"emulation_error", n.emulation_error},
+                     {"noise_floor", n.noise_floor},
+                     {"unwritten", n.unwritten},
+                     {"non_finite", n.non_finite},
+                     {"worst", {{"sequence", n.worst.sequence},
+                                {"row", n.worst.row},
+                                {"head", n.worst.head},
+                                {"dim", n.worst.dim},
+                                {"expected", n.worst.expected},
+                                {"actual", n.worst.actual}}},
+                     {"per_sequence_max_error", n.per_sequence_max_error}};
+  }
+  return j;
+}
+
+}  // namespace varlen

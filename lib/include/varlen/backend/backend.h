@@ -1,0 +1,76 @@
+// File: varlen/backend/backend.h
+// -----------------------------------------------------------------------------
+//
+// A Backend is an attention implementation under test: it receives one
+// VarlenAttentionParams and fills the output. It declares what it can run;
+// anything outside that is "not supported", an outcome of its own that is
+// neither a pass nor a fail.
+//
+// Adding a backend: one folder under kernels/, a class implementing this
+// interface, one VARLEN_BACKEND(name, Class) line in it, and one
+// varlen_backend() line in kernels/CMakeLists.txt (which adds its CMake
+// option). Embedders can also register a backend at run time with
+// RegisterBackend() (registry.h).
+//
+// Thread model: Run() may be called from several threads at once.
+
+#ifndef VARLEN_BACKEND_BACKEND_H_
+#define VARLEN_BACKEND_BACKEND_H_
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "varlen/backend/params.h"
+#include "varlen/core/dtype.h"
+
+namespace varlen {
+
+struct BackendCapabilities {
+  std::vector<DType> input_dtypes;  // for q, k and v
+  int max_head_dim = 0;             // head_dim_qk and head_dim_v up to this
+  bool grouped_query_attention = false;
+  bool distinct_value_head_dim = false;  // head_dim_v != head_dim_qk
+  std::string device;                    // "cpu" or "cuda"
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // A stable, lower_snake_case name ("cpu_reference").
+  virtual absl::string_view name() const = 0;
+  // One line for `varlen backends`.
+  virtual absl::string_view description() const = 0;
+  virtual BackendCapabilities capabilities() const = 0;
+
+  // OK when this build and machine can run the backend (a GPU backend on a
+  // machine without a GPU returns Unavailable with the reason).
+  virtual absl::Status Available() const { return absl::OkStatus(); }
+
+  // OK, or Unimplemented naming what is outside the capabilities. The
+  // default checks `params` against capabilities().
+  virtual absl::Status Supports(const VarlenAttentionParams& params) const;
+
+  // Computes the attention described by `params` into params.o.
+  // REQUIRES: Supports(params).ok() and CheckKernelBounds(params).ok().
+  virtual absl::Status Run(const VarlenAttentionParams& params) const = 0;
+};
+
+}  // namespace varlen
+
+namespace varlen::internal {
+// Used by VARLEN_BACKEND; see kernels/CMakeLists.txt.
+using BackendFactory = std::unique_ptr<Backend> (*)();
+}  // namespace varlen::internal
+
+// Defines the factory that kernels/CMakeLists.txt's generated registration
+// calls for backend `name`. Place it once, in the backend's own folder.
+#define VARLEN_BACKEND(name, Class)                                  \
+  std::unique_ptr<::varlen::Backend> VarlenCreateBackend_##name() { \
+    return std::make_unique<Class>();                                \
+  }
+
+#endif  // VARLEN_BACKEND_BACKEND_H_

@@ -1,0 +1,80 @@
+// File: varlen/backend/bind.h
+// -----------------------------------------------------------------------------
+//
+// Binding models the kernel entry points of each calling convention: what
+// cudnn_batch_prefill_with_kv_cache, flash_attn_varlen_func,
+// context_attention_fwd and F.scaled_dot_product_attention do with the
+// arguments resolution handed them, turned into VarlenAttentionParams.
+//
+// This is where resolved-but-wrong arguments become wrong numbers, the way
+// they do on a GPU:
+//   * flashinfer_cudnn reads k at the q/k element offsets and truncates
+//     sequences longer than max_token_per_sequence;
+//   * fa3 and triton_attn launch ceil(max_seqlen / block) row blocks, so rows
+//     beyond that are never written;
+//   * sdpa's mask covers only the rows its cu_seqlens name.
+// Entry checks the real kernels make (FlashAttention's int32 cu_seqlens
+// check, Triton's refusal of host pointers) fail here with their messages.
+// Those messages are modelled on the libraries' source, not run.
+
+#ifndef VARLEN_BACKEND_BIND_H_
+#define VARLEN_BACKEND_BIND_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "varlen/backend/params.h"
+#include "varlen/contract/call.h"
+#include "varlen/contract/resolve.h"
+#include "varlen/core/tensor.h"
+
+namespace varlen {
+
+// Row-block sizes of the modelled launch grids (H200, sm90).
+inline constexpr int64_t kTritonBlockRows = 128;  // BLOCK on sm > 8
+inline constexpr int64_t kFa3BlockRows = 128;     // kBlockM for head_dim <= 128
+
+// One kernel launch: the output buffer and the per-sequence arrays that
+// params() points into. Not copyable (params() points into it); movable.
+class KernelCall {
+ public:
+  KernelCall() = default;
+  KernelCall(KernelCall&&) = default;
+  KernelCall& operator=(KernelCall&&) = default;
+  KernelCall(const KernelCall&) = delete;
+  KernelCall& operator=(const KernelCall&) = delete;
+
+  // The launch parameters, pointing into this object and the tensors.
+  VarlenAttentionParams params() const;
+
+  // What the caller gets back: `output` viewed as `result_shape`.
+  const Tensor& output() const { return output_; }
+  const Shape& result_shape() const { return result_shape_; }
+  const std::string& description() const { return description_; }
+
+ private:
+  friend class KernelCallBuilder;
+  VarlenAttentionParams base_;  // everything but the array pointers
+  Tensor q_, k_, v_, output_;
+  Shape result_shape_;
+  std::vector<int64_t> q_start_, k_start_, v_start_, o_start_, seqlen_q_, seqlen_k_;
+  std::string description_;
+};
+
+// Models the kernel entry of `resolved`'s calling convention for the q, k, v
+// of `call`. The output buffer is freshly allocated (callers poison it to
+// catch unwritten elements). Errors are the kernel's own entry checks.
+absl::StatusOr<KernelCall> BindForKernel(const AttentionCall& call, const ResolvedArgs& resolved);
+
+// The ground-truth launch: token lengths `lengths` packed back to back, every
+// row computed, the output in `output_dtype`. This is what the float64
+// reference runs on, independent of any resolved argument.
+KernelCall BindGroundTruth(const Tensor& q, const Tensor& k, const Tensor& v,
+                           const std::vector<int64_t>& lengths, double softmax_scale,
+                           DType output_dtype);
+
+}  // namespace varlen
+
+#endif  // VARLEN_BACKEND_BIND_H_

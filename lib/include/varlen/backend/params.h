@@ -1,0 +1,91 @@
+// File: varlen/backend/params.h
+// -----------------------------------------------------------------------------
+//
+// VarlenAttentionParams is the one contract between the harness and every
+// attention kernel: plain pointers, element strides, per-sequence offsets and
+// lengths. A kernel reads nothing else, so a backend never re-validates and
+// never sees a Python-level argument.
+//
+// SequenceAt() is the varlen offset math, written once: where sequence b's
+// rows start in q, k, v and o, and how many query rows and keys the kernel
+// touches. Every kernel (the float64 reference included) uses it, and
+// CheckKernelBounds() proves with the same math that no access leaves its
+// buffer before a kernel runs.
+//
+// Offsets are in elements, not tokens: that is how cuDNN's ragged offsets
+// work, and it lets a wrong elements-per-token reach the kernel exactly as it
+// would on a GPU (misaligned rows, not a refused call).
+
+#ifndef VARLEN_BACKEND_PARAMS_H_
+#define VARLEN_BACKEND_PARAMS_H_
+
+#include <algorithm>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "varlen/core/dtype.h"
+
+namespace varlen {
+
+struct VarlenAttentionParams {
+  // Packed row-major tensors [tokens, heads, head_dim]; strides in elements.
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* o = nullptr;
+  DType input_dtype = DType::kBFloat16;   // q, k and v
+  DType output_dtype = DType::kBFloat16;  // o (float64 for the oracle)
+  int64_t q_numel = 0, k_numel = 0, v_numel = 0, o_numel = 0;  // buffer extents
+  int64_t q_token_stride = 0, q_head_stride = 0;
+  int64_t k_token_stride = 0, k_head_stride = 0;
+  int64_t v_token_stride = 0, v_head_stride = 0;
+  int64_t o_token_stride = 0, o_head_stride = 0;
+
+  int num_heads_q = 0;
+  int num_heads_kv = 0;  // divides num_heads_q (GQA)
+  int head_dim_qk = 0;
+  int head_dim_v = 0;
+  double softmax_scale = 0.0;
+
+  // One entry per sequence (padded sequences have length 0). Element offset
+  // of each sequence's first token in q, k, v and o.
+  int batch = 0;
+  const int64_t* q_start = nullptr;
+  const int64_t* k_start = nullptr;
+  const int64_t* v_start = nullptr;
+  const int64_t* o_start = nullptr;
+  const int64_t* seqlen_q = nullptr;
+  const int64_t* seqlen_k = nullptr;
+  // The kernel computes rows [0, min(seqlen_q, max_rows_q)) and reads keys
+  // [0, min(seqlen_k, max_keys)) of each sequence: how launch grids sized
+  // from max_seqlen truncate a sequence that is longer than promised.
+  int64_t max_rows_q = 0;
+  int64_t max_keys = 0;
+};
+
+// Where one sequence lives and how much of it a kernel touches.
+struct SequenceView {
+  int64_t q_offset, k_offset, v_offset, o_offset;  // elements
+  int64_t rows;  // query rows computed (and output rows written)
+  int64_t keys;  // keys attended to
+};
+
+inline SequenceView SequenceAt(const VarlenAttentionParams& p, int b) {
+  const int64_t rows = std::max<int64_t>(0, std::min(p.seqlen_q[b], p.max_rows_q));
+  const int64_t keys = std::max<int64_t>(0, std::min(p.seqlen_k[b], p.max_keys));
+  return {p.q_start[b], p.k_start[b], p.v_start[b], p.o_start[b], rows, keys};
+}
+
+// The KV head that query head `h` reads under GQA.
+inline int KvHeadFor(const VarlenAttentionParams& p, int h) {
+  return h / (p.num_heads_q / p.num_heads_kv);
+}
+
+// OK when every element a kernel would read or write lies inside its buffer;
+// otherwise OutOfRange naming the sequence, the tensor and the range. A GPU
+// kernel given such params reads foreign memory or faults.
+absl::Status CheckKernelBounds(const VarlenAttentionParams& p);
+
+}  // namespace varlen
+
+#endif  // VARLEN_BACKEND_PARAMS_H_

@@ -1,0 +1,34 @@
+// File: varlen/backend/registry.h
+// -----------------------------------------------------------------------------
+//
+// The process-wide list of backends: those compiled in (one registration
+// line each, generated from kernels/CMakeLists.txt) plus any an embedder
+// registers at run time. Lookup is by name.
+//
+// Thread model: register before running cases from several threads;
+// lookups are then safe from any thread.
+
+#ifndef VARLEN_BACKEND_REGISTRY_H_
+#define VARLEN_BACKEND_REGISTRY_H_
+
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "varlen/backend/backend.h"
+
+namespace varlen {
+
+// Every registered backend, built-in ones first, in registration order.
+std::vector<const Backend*> AllBackends();
+
+// The backend called `name`, or nullptr.
+const Backend* FindBackend(absl::string_view name);
+
+// Adds `backend`; AlreadyExists if its name is taken.
+absl::Status RegisterBackend(std::unique_ptr<Backend> backend);
+
+}  // namespace varlen
+
+#endif  // VARLEN_BACKEND_REGISTRY_H_

@@ -1,0 +1,179 @@
+// File: varlen/cases/case.h
+// -----------------------------------------------------------------------------
+//
+// A Case is one complete, serializable scenario, and the only scenario format
+// in the harness: property generators, fuzz decoders and corpus files all
+// produce Cases, and one executor runs them (executor.h).
+//
+//   geometry     the ground truth: per-sequence token counts (zero allowed),
+//                heads, head dims, dtype. The numerical reference is computed
+//                from it and from nothing else.
+//   data         a seed and a value distribution for q, k and v.
+//   call         what the caller hands the backend: calling convention,
+//                entry, cu_seqlens, prepared metadata, keyword arguments, each
+//                spelled as the exact Python value (ArgLiteral).
+//   mode         faithful (SGLang as it is) or hardened (validate everything).
+//   expect       what must happen: an exact error, success, or a silent
+//                corruption that faithful mode reproduces.
+//
+// The JSON spelling is documented in corpus/README.md; case_json.h reads and
+// writes it.
+
+#ifndef VARLEN_CASES_CASE_H_
+#define VARLEN_CASES_CASE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "nlohmann/json.hpp"
+#include "varlen/contract/call.h"
+#include "varlen/core/dtype.h"
+#include "varlen/core/status.h"
+#include "varlen/core/tensor.h"
+
+namespace varlen {
+
+struct Geometry {
+  std::vector<int64_t> seq_lens;  // tokens per sequence, packed back to back
+  int64_t num_heads = 1;
+  int64_t num_kv_heads = 1;  // divides num_heads
+  int64_t head_dim = 64;
+  int64_t head_dim_v = 64;
+  DType dtype = DType::kBFloat16;
+  std::optional<double> softmax_scale;  // the intended scale; head_dim**-0.5 if unset
+
+  int64_t total_tokens() const;
+  double scale() const;
+  bool operator==(const Geometry&) const = default;
+};
+
+enum class Distribution {
+  kNormal,               // approximately N(0, 1)
+  kUniform,              // U[-1, 1)
+  kSparseSmallIntegers,  // 80% zeros, the rest integers in [-2, 2]: exact products
+  kLargeLogits,          // q and k scaled so logits reach about +-1e4
+};
+
+absl::string_view DistributionName(Distribution d);
+absl::StatusOr<Distribution> ParseDistribution(absl::string_view name);
+
+struct DataSpec {
+  uint64_t seed = 0;
+  Distribution distribution = Distribution::kNormal;
+  bool operator==(const DataSpec&) const = default;
+};
+
+// A tensor spelled out in a case file.
+struct TensorLiteral {
+  DType dtype = DType::kInt32;
+  Device device = Device::kCuda;
+  std::optional<Shape> shape;  // 1-d when unset
+  std::vector<int64_t> ints;   // integer and bool dtypes
+  std::vector<double> floats;  // floating dtypes
+  bool operator==(const TensorLiteral& other) const;  // NaN equals NaN
+};
+
+// A Python value spelled out in a case file.
+struct ArgLiteral {
+  enum class Kind {
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kStr,
+    kTensor,
+    kList,
+    kSingletonCache,  // optional data
+    kEmptyLikeQ,      // torch.empty_like(q): an output workspace
+  };
+  Kind kind = Kind::kNone;
+  bool b = false;
+  int64_t i = 0;
+  double f = 0.0;
+  std::string s;
+  TensorLiteral tensor;          // kTensor, or kSingletonCache's data
+  bool cache_has_data = false;   // kSingletonCache
+  std::vector<ArgLiteral> list;  // kList
+
+  static ArgLiteral None() { return {}; }
+  static ArgLiteral Int(int64_t v);
+  static ArgLiteral Float(double v);
+  static ArgLiteral Str(std::string v);
+  static ArgLiteral Tensor(TensorLiteral t);
+  static ArgLiteral IntTensor(std::vector<int64_t> values, DType dtype, Device device);
+
+  bool operator==(const ArgLiteral& other) const;  // compares the fields of `kind`
+};
+
+// Prepared metadata: built by one of SGLang's builders, or by hand.
+struct MetadataSpec {
+  enum class Builder { kPlain, kFlashinferCudnn, kManual };
+  Builder builder = Builder::kPlain;
+  Device device = Device::kCuda;  // where the builders put it
+  int64_t elem_per_token = 0;     // kFlashinferCudnn
+  // kPlain: the builder's cu_seqlens and keyword options; kManual: the
+  // dataclass fields themselves. Unset fields are None.
+  ArgLiteral cu_seqlens;
+  ArgLiteral seq_lens;  // kManual only
+  ArgLiteral max_seqlen;
+  ArgLiteral packed_indptrs;
+  ArgLiteral sequence_lengths;
+  ArgLiteral flashinfer_max_seqlen;
+  bool operator==(const MetadataSpec&) const = default;
+};
+
+absl::string_view MetadataBuilderName(MetadataSpec::Builder builder);
+
+enum class QLayout {
+  kPacked,   // [T, H, D]
+  kBatched,  // [bsz, seq_len, H, D], flattened by flashinfer_cudnn
+};
+
+struct CallSpec {
+  Profile profile = Profile::kFa3;
+  Entry entry = Entry::kDirect;
+  bool graph_mode = false;
+  QLayout layout = QLayout::kPacked;
+  std::optional<int64_t> bsz;      // 1 when unset
+  std::optional<int64_t> seq_len;  // total tokens / bsz when unset
+  ArgLiteral cu_seqlens;           // None when unset
+  std::optional<MetadataSpec> forward_metadata;
+  std::vector<std::pair<std::string, ArgLiteral>> kwargs;  // absent keys are not listed
+  SdpaOptions sdpa;
+  bool operator==(const CallSpec&) const = default;
+};
+
+struct Expectation {
+  enum class Outcome {
+    kError,             // resolution (or a builder, or a kernel entry) raises
+    kSuccess,           // resolves, and the output matches the reference
+    kSilentCorruption,  // resolves, and the output does not match
+  };
+  Outcome outcome = Outcome::kSuccess;
+  PyErrorKind error_kind = PyErrorKind::kRuntimeError;  // kError
+  std::string message;                                  // kError, exact
+  std::optional<int> host_syncs;  // performed by resolution
+  nlohmann::json resolved;        // an object: fields the resolved arguments must have
+  bool operator==(const Expectation&) const = default;
+};
+
+absl::string_view ExpectedOutcomeName(Expectation::Outcome outcome);
+
+struct Case {
+  std::string name;
+  std::string source;  // issue, PR or contract rule it comes from
+  std::string description;
+  Mode mode = Mode::kFaithful;
+  Geometry geometry;
+  DataSpec data;
+  CallSpec call;
+  std::optional<Expectation> expect;
+  bool operator==(const Case&) const = default;
+};
+
+}  // namespace varlen
+
+#endif  // VARLEN_CASES_CASE_H_

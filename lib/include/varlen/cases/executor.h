@@ -1,0 +1,98 @@
+// File: varlen/cases/executor.h
+// -----------------------------------------------------------------------------
+//
+// The one executor: it runs a Case against a Backend and judges the result.
+//
+//   1. materialize the call (tensors, kwargs, prepared metadata from the
+//      case's builder; a builder may itself raise);
+//   2. resolve it for the case's profile and mode (contract layer);
+//   3. bind the resolved arguments as the profile's kernel would, check the
+//      backend supports them and that no access leaves its buffer, poison the
+//      output and run the backend;
+//   4. judge the output against the float64 oracle of the ground-truth
+//      geometry, and the whole outcome against the case's expectation.
+//
+// Geometries over the CPU budget (limits.h) stop after step 2.
+//
+// Example:
+//   CaseRunner runner(c);
+//   for (const Backend* b : AllBackends()) Print(runner.Run(*b));
+
+#ifndef VARLEN_CASES_EXECUTOR_H_
+#define VARLEN_CASES_EXECUTOR_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "varlen/backend/backend.h"
+#include "varlen/cases/case.h"
+#include "varlen/cases/numerics.h"
+#include "varlen/cases/synth.h"
+#include "varlen/contract/resolve.h"
+
+namespace varlen {
+
+// What was observed, before comparing with any expectation.
+enum class Observed {
+  kError,        // a builder, resolution or a kernel entry raised
+  kSuccess,      // resolved; the output matches (or resolution only)
+  kCorruption,   // resolved; the output does not match, or the kernel would
+                 // have accessed memory outside its buffers
+  kUnsupported,  // the backend cannot run this (or is unavailable here)
+};
+
+enum class Verdict { kPass, kFail, kUnsupported };
+
+absl::string_view ObservedName(Observed observed);
+absl::string_view VerdictName(Verdict verdict);  // "PASS", "FAIL", "UNSUPPORTED"
+
+struct Outcome {
+  std::string backend;
+  std::vector<DeviceEvent> builder_events;  // from building forward_metadata
+  std::optional<Resolution> resolution;     // unset when a builder raised
+  absl::Status error;                       // the Python error raised, if any
+  std::string error_stage;                  // "metadata builder", "resolution", "kernel entry"
+  std::string resolution_only_reason;       // non-empty when no forward run was made
+  absl::Status unsupported;                 // why the backend cannot run it
+  std::string kernel;                       // what the kernel was asked to do
+  absl::Status kernel_fault;                // an out-of-bounds access, caught before the run
+  std::optional<NumericReport> numerics;
+  Observed observed = Observed::kSuccess;
+  Verdict verdict = Verdict::kPass;
+  std::vector<std::string> mismatches;  // why the verdict is FAIL
+};
+
+struct RunOptions {
+  ToleranceModel tolerance;
+  bool allow_forward = true;  // false: resolution only, whatever the budget
+};
+
+// Prepares a case once (tensors, oracle) and runs it on any number of
+// backends. REQUIRES: ValidateCase(c).ok().
+class CaseRunner {
+ public:
+  explicit CaseRunner(Case c, RunOptions options = {});
+
+  const Case& test_case() const { return case_; }
+  bool runs_forward() const { return forward_; }
+
+  Outcome Run(const Backend& backend);
+
+ private:
+  const Reference& GetReference();
+
+  Case case_;
+  RunOptions options_;
+  bool forward_;
+  QkvTensors qkv_;
+  std::optional<Reference> reference_;
+};
+
+// Shorthand for a single backend.
+Outcome RunCase(const Case& c, const Backend& backend, RunOptions options = {});
+
+}  // namespace varlen
+
+#endif  // VARLEN_CASES_EXECUTOR_H_

@@ -1,0 +1,38 @@
+// File: varlen/cases/limits.h
+// -----------------------------------------------------------------------------
+//
+// The bounds a case must respect, and the CPU budget that decides whether a
+// case runs forward (resolution, kernel, numerical judgement) or resolution
+// only. The overflow rules need geometries of millions of tokens: those
+// resolve against shape-only tensors and never allocate.
+
+#ifndef VARLEN_CASES_LIMITS_H_
+#define VARLEN_CASES_LIMITS_H_
+
+#include <cstdint>
+
+#include "varlen/cases/case.h"
+
+namespace varlen {
+
+inline constexpr int64_t kMaxSequences = 1'000'000;
+inline constexpr int64_t kMaxTotalTokens = 2'147'483'647;  // int32 token offsets
+inline constexpr int64_t kMaxHeads = 1024;
+inline constexpr int64_t kMaxHeadDim = 512;
+inline constexpr int64_t kMaxLiteralValues = 1'000'000;  // per tensor literal
+inline constexpr int64_t kMaxCaseFileBytes = 64 << 20;
+
+// A forward run costs about three attention passes (oracle, same-precision
+// emulation, backend). Above either budget a case runs resolution only.
+inline constexpr int64_t kForwardBudgetMacs = 300'000'000;  // per pass
+inline constexpr int64_t kForwardBudgetElements = 50'000'000;  // q, k, v, o
+
+// Multiply-adds of one attention pass over `g`: sum of len^2 * H * (D + Dv).
+int64_t AttentionMacs(const Geometry& g);
+// Elements of q, k, v and o together.
+int64_t TensorElements(const Geometry& g);
+bool FitsForwardBudget(const Geometry& g);
+
+}  // namespace varlen
+
+#endif  // VARLEN_CASES_LIMITS_H_

@@ -1,0 +1,85 @@
+// File: varlen/cases/numerics.h
+// -----------------------------------------------------------------------------
+//
+// The numerical judge. A backend's output is compared with the float64
+// oracle computed from the case's ground-truth geometry, never from the
+// resolved arguments, under a tolerance that is measured, not guessed:
+//
+//   bound = factor * E_emulated + noise_floor
+//
+// where E_emulated is the max error of a same-precision emulation (inputs in
+// the dtype, float32 accumulation, probabilities rounded before P*V) against
+// the oracle, and noise_floor = 2 * max|((ref + 0.3) - 0.3) - ref| computed in
+// the dtype: the rounding noise of one add at the output's magnitude (the
+// rule FlashAttention 3 uses, with factor 2).
+//
+// Besides the error, the judge counts NaN/Inf where the oracle is finite and
+// output elements the kernel never wrote (the output is poisoned with a
+// sentinel NaN before the run). Any of those fails, whatever the error.
+
+#ifndef VARLEN_CASES_NUMERICS_H_
+#define VARLEN_CASES_NUMERICS_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "varlen/cases/case.h"
+#include "varlen/core/tensor.h"
+
+namespace varlen {
+
+struct ToleranceModel {
+  double factor = 2.0;
+};
+
+// The oracle and the emulation for one case, computed once and shared by
+// every backend the case runs on.
+struct Reference {
+  std::vector<double> oracle;    // [T, Hq, Dv], float64
+  std::vector<double> emulated;  // the same-precision emulation
+  double emulation_error = 0.0;  // max |emulated - oracle|
+  double noise_floor = 0.0;
+};
+
+// REQUIRES: q, k, v hold data for c's geometry ([T, H, D] or [b, s, H, D]).
+Reference ComputeReference(const Geometry& g, const Tensor& q, const Tensor& k, const Tensor& v);
+
+struct ElementLocation {
+  int64_t sequence = -1;
+  int64_t row = -1;  // within the sequence
+  int64_t head = -1;
+  int64_t dim = -1;
+  double expected = 0.0;
+  double actual = 0.0;
+};
+
+struct NumericReport {
+  int64_t elements = 0;
+  int64_t unwritten = 0;      // still holding the poison sentinel
+  int64_t non_finite = 0;     // NaN/Inf where the oracle is finite
+  double max_abs_error = 0.0; // over written, finite elements
+  double max_rel_error = 0.0; // over elements with |oracle| > noise_floor
+  double emulation_error = 0.0;
+  double noise_floor = 0.0;
+  double tolerance_factor = 0.0;
+  double bound = 0.0;
+  ElementLocation worst;                        // largest error (or first bad element)
+  std::vector<double> per_sequence_max_error;  // to locate a bug in one sequence
+  bool passed = false;
+};
+
+// Fills `output` with the sentinel NaN of its dtype.
+void PoisonOutput(const Tensor& output);
+
+// Compares `output` ([T, Hq, Dv] elements, any view) with `reference`.
+NumericReport JudgeOutput(const Geometry& g, const Reference& reference, const Tensor& output,
+                          const ToleranceModel& tolerance);
+
+// "max abs error 1.2e-03 <= bound 3.9e-03 (2 x emulation 1.5e-03 + noise 9.8e-04)", plus
+// unwritten and non-finite counts and the worst element when they matter.
+std::string SummarizeNumerics(const NumericReport& report);
+
+}  // namespace varlen
+
+#endif  // VARLEN_CASES_NUMERICS_H_

@@ -1,0 +1,38 @@
+// File: varlen/cases/report.h
+// -----------------------------------------------------------------------------
+//
+// How outcomes are shown: as text for people reproducing a bug report, and
+// as JSON for tools. Resolved arguments print in the same spelling case files
+// use, so an expectation's "resolved" block can be copied from a report.
+
+#ifndef VARLEN_CASES_REPORT_H_
+#define VARLEN_CASES_REPORT_H_
+
+#include <string>
+
+#include "nlohmann/json.hpp"
+#include "varlen/cases/case.h"
+#include "varlen/cases/executor.h"
+#include "varlen/contract/resolve.h"
+
+namespace varlen {
+
+// {"profile": "fa3", "cu_seqlens": {"tensor": [...], ...}, "max_seqlen": 720, ...}
+nlohmann::ordered_json ResolvedArgsToJson(const ResolvedArgs& args);
+
+// A Python value as case files spell it.
+nlohmann::ordered_json ValueToJson(const Value& value);
+
+// One line: what the caller passed (cu_seqlens, metadata, kwargs).
+std::string DescribeCall(const CallSpec& call);
+
+// The text block `varlen repro` prints for one outcome. The Python error, if
+// any, is a line of its own, exactly as Python prints it.
+std::string FormatOutcomeText(const Case& c, const std::string& origin, const Outcome& outcome);
+
+nlohmann::ordered_json OutcomeToJson(const Case& c, const std::string& origin,
+                                     const Outcome& outcome);
+
+}  // namespace varlen
+
+#endif  // VARLEN_CASES_REPORT_H_

@@ -1,0 +1,50 @@
+// File: varlen/cases/synth.h
+// -----------------------------------------------------------------------------
+//
+// Data synthesis: q, k and v for a case, from its seed and distribution.
+//
+// The generator is fixed here, not borrowed from a library whose algorithm
+// may change between versions: SplitMix64 seeds one xoshiro256** stream per
+// tensor, and every distribution is built from 53-bit uniforms with additions
+// and multiplications only (the "normal" is an Irwin-Hall sum of twelve
+// uniforms), so a case yields bit-identical tensors on every machine.
+
+#ifndef VARLEN_CASES_SYNTH_H_
+#define VARLEN_CASES_SYNTH_H_
+
+#include <cstdint>
+
+#include "varlen/cases/case.h"
+#include "varlen/core/tensor.h"
+
+namespace varlen {
+
+// xoshiro256** seeded through SplitMix64.
+class Prng {
+ public:
+  explicit Prng(uint64_t seed);
+  uint64_t Next();
+  // Uniform in [0, 1) with 53 random bits.
+  double NextUnit();
+
+ private:
+  uint64_t state_[4];
+};
+
+// Which tensor a stream feeds; streams are independent for one seed.
+enum class SynthStream : uint64_t { kQ = 1, kK = 2, kV = 3 };
+
+struct QkvTensors {
+  Tensor q, k, v;  // [T, H, D] (or [bsz, s, H, D] for the batched layout)
+};
+
+// Allocates and fills q, k and v for `c` on the cuda device tag, rounded to
+// the case's dtype. REQUIRES: FitsForwardBudget(c.geometry).
+QkvTensors SynthesizeQkv(const Case& c);
+
+// Shape-only q, k and v for resolution-only runs.
+QkvTensors ShapeOnlyQkv(const Case& c);
+
+}  // namespace varlen
+
+#endif  // VARLEN_CASES_SYNTH_H_
