@@ -10,6 +10,14 @@ if(VARLEN_WERROR)
   list(APPEND VARLEN_WARNING_FLAGS -Werror)
 endif()
 
+option(VARLEN_LIBFUZZER "Instrument for libFuzzer and link libFuzzer fuzz targets (clang)" OFF)
+if(VARLEN_LIBFUZZER)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "VARLEN_LIBFUZZER needs clang (the \"fuzz\" preset sets it)")
+  endif()
+  add_compile_options(-fsanitize=fuzzer-no-link)
+endif()
+
 if(VARLEN_SANITIZE)
   set(_varlen_san -fsanitize=address,undefined -fno-sanitize-recover=all
       -fno-omit-frame-pointer)

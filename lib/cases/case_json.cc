@@ -543,7 +543,7 @@ absl::Status ValidateCall(const CallSpec& c, const Geometry& g) {
   const std::string p = "$.call";
   const int64_t tokens = g.total_tokens();
   const int64_t bsz = c.bsz.value_or(1);
-  VARLEN_RETURN_IF_ERROR(CheckRange(p + ".bsz", bsz, 1, kMaxTotalTokens, "batch items"));
+  VARLEN_RETURN_IF_ERROR(CheckRange(p + ".bsz", bsz, 1, kMaxSequences, "batch items"));
   if (c.seq_len.has_value()) {
     VARLEN_RETURN_IF_ERROR(CheckRange(p + ".seq_len", *c.seq_len, 0, kMaxTotalTokens, "tokens per item"));
   }

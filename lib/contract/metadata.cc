@@ -133,9 +133,11 @@ absl::StatusOr<VisionAttentionMetadata> PrepareFlashinferCudnnMetadata(
       Value::FromTensor(internal::Cat({element_indptr, element_indptr, element_indptr}));
   options.sequence_lengths = Value::FromTensor(padded_lengths.Reshape({-1, 1, 1, 1}));
   options.flashinfer_max_seqlen = Value::Int(BucketedMaxSeqlen(real_max));
-  // The inner builder recomputes its own max: SGLang's second .item().
-  VARLEN_ASSIGN_OR_RETURN(VisionAttentionMetadata metadata,
-                          PrepareVisionAttentionMetadata(cu_seqlens, device, options, Mode::kFaithful));
+  // SGLang hands the converted tensor on, so the inner .to() is a no-op; the
+  // inner builder recomputes its own max: the second .item().
+  VARLEN_ASSIGN_OR_RETURN(
+      VisionAttentionMetadata metadata,
+      PrepareVisionAttentionMetadata(Value::FromTensor(cu), device, options, Mode::kFaithful));
   metadata.stamp = stamp;
   return metadata;
 }

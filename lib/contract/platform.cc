@@ -7,7 +7,8 @@ namespace varlen {
 namespace {
 
 bool IsBlackwell(const Platform& p) {
-  return p.kind == Platform::Kind::kCuda && p.major >= 10 && p.major <= 12;
+  // is_blackwell_supported(): sm100 or sm120 (with CUDA >= 12.8).
+  return p.kind == Platform::Kind::kCuda && (p.major == 10 || p.major == 12);
 }
 
 std::string PlatformDefault(const Platform& p) {

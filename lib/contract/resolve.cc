@@ -55,11 +55,25 @@ absl::Status LayerEpilogue(const ResolvedArgs& resolved) {
   return absl::OkStatus();
 }
 
+// VisionAttention hands every backend [b*s, h, d]: a 4-D q, k or v is
+// flattened before the backend is called.
+AttentionCall AsLayerSeesIt(const AttentionCall& call) {
+  AttentionCall flat = call;
+  for (Tensor* t : {&flat.q, &flat.k, &flat.v}) {
+    if (t->dim() == 4) *t = t->Reshape({t->size(0) * t->size(1), t->size(2), t->size(3)});
+  }
+  return flat;
+}
+
 }  // namespace
 
 DeviceEventCounts Resolution::counts() const { return CountDeviceEvents(events); }
 
 Resolution Resolve(const AttentionCall& call, Profile profile, Mode mode) {
+  if (call.entry == Entry::kLayer &&
+      (call.q.dim() == 4 || call.k.dim() == 4 || call.v.dim() == 4)) {
+    return Resolve(AsLayerSeesIt(call), profile, mode);
+  }
   Resolution resolution;
   ScopedDeviceLedger ledger;
   const internal::ResolveContext ctx{call, BackendKwargs(call), mode, &resolution.notes};

@@ -99,11 +99,7 @@ absl::StatusOr<CheckedCuSeqlens> CheckCuSeqlensForKernel(const ResolveContext& c
   }
   CheckedCuSeqlens checked;
   VARLEN_ASSIGN_OR_RETURN(checked.offsets, CheckTokenOffsets(cu, name, tokens));
-  checked.longest = FindLongest(OffsetsToLengths(checked.offsets), name);
-  if (checked.longest.index >= 0) {
-    const int64_t i = checked.longest.index;
-    checked.longest.source = absl::StrCat(name, "[", i + 1, "] - ", name, "[", i, "]");
-  }
+  checked.longest = LongestOfOffsets(checked.offsets, name);
   checked.cu = To(cu, device, DType::kInt32, absl::StrCat(name, ".to(q.device, torch.int32)"));
   return checked;
 }
@@ -134,12 +130,21 @@ absl::StatusOr<CheckedCuSeqlens> CheckMetadataCuSeqlens(const ResolveContext& ct
 }
 
 absl::StatusOr<int64_t> CheckOrDeriveMaxSeqlen(const ResolveContext& ctx, const Value& max_seqlen,
-                                               const Longest& longest) {
+                                               const Longest& longest, absl::string_view name) {
   if (max_seqlen.is_none()) {
-    ctx.Note(absl::StrCat("max_seqlen not given: the longest sequence, ", longest.value));
+    ctx.Note(absl::StrCat(name, " not given: the longest sequence, ", longest.value));
     return longest.value;
   }
-  return CheckMaxSeqlen(max_seqlen, longest.value, longest.source);
+  return CheckMaxSeqlen(max_seqlen, longest.value, longest.source, name);
+}
+
+Longest LongestOfOffsets(const std::vector<int64_t>& offsets, absl::string_view name) {
+  Longest longest = FindLongest(OffsetsToLengths(offsets), name);
+  if (longest.index >= 0) {
+    const int64_t i = longest.index;
+    longest.source = absl::StrCat(name, "[", i + 1, "] - ", name, "[", i, "]");
+  }
+  return longest;
 }
 
 absl::StatusOr<Value> ListItem(const Value& list, size_t index) {

@@ -2,6 +2,8 @@
 // [cu_seqlens, max_seqlen], or cu_seqlens cast to int32 on q's device with
 // resolve_precomputed_max_seqlen.
 
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "core/tensor_ops.h"
 #include "resolve_internal.h"
@@ -47,7 +49,9 @@ absl::StatusOr<Fa3Args> ResolveHardened(const ResolveContext& ctx) {
   VARLEN_ASSIGN_OR_RETURN(const int64_t tokens, CheckQkvShapes(call, /*allow_4d=*/false));
   CheckedCuSeqlens checked;
   Value max_seqlen;
+  std::string max_name = "max_seqlen";
   if (call.forward_metadata.has_value()) {
+    max_name = "forward_metadata.max_seqlen";
     VARLEN_ASSIGN_OR_RETURN(checked, CheckMetadataCuSeqlens(ctx, *call.forward_metadata, tokens));
     max_seqlen = call.forward_metadata->max_seqlen;
     if (max_seqlen.is_none()) {
@@ -67,6 +71,7 @@ absl::StatusOr<Fa3Args> ResolveHardened(const ResolveContext& ctx) {
     VARLEN_ASSIGN_OR_RETURN(checked, CheckCuSeqlensForKernel(ctx, cu, "cu_seqlens[0]", tokens,
                                                              /*may_cast=*/false));
     max_seqlen = call.cu_seqlens.as_list()[1];
+    max_name = "cu_seqlens[1]";
     if (max_seqlen.is_none()) {
       return PythonError(PyErrorKind::kTypeError,
                          "cu_seqlens[1]=None: the cuda-graph list must carry max_seqlen");
@@ -80,7 +85,8 @@ absl::StatusOr<Fa3Args> ResolveHardened(const ResolveContext& ctx) {
     max_seqlen = ctx.kwargs.get("max_seqlen");
   }
   Fa3Args args;
-  VARLEN_ASSIGN_OR_RETURN(int64_t max, CheckOrDeriveMaxSeqlen(ctx, max_seqlen, checked.longest));
+  VARLEN_ASSIGN_OR_RETURN(int64_t max,
+                          CheckOrDeriveMaxSeqlen(ctx, max_seqlen, checked.longest, max_name));
   args.cu_seqlens = Value::FromTensor(checked.cu);
   args.max_seqlen = Value::Int(max);
   VARLEN_ASSIGN_OR_RETURN(args.scale, ResolveSoftmaxScale(ctx, call.q.size(-1)));

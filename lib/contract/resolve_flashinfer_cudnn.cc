@@ -203,14 +203,14 @@ DerivedPacking DerivePacking(const Tensor& cu, int64_t width, Device device) {
 }
 
 absl::StatusOr<int64_t> HardenedMax(const ResolveContext& ctx, const Value& max_seqlen,
-                                    const Longest& longest) {
+                                    const Longest& longest, absl::string_view name) {
   if (max_seqlen.is_none()) {
     const int64_t bucket = BucketedMaxSeqlen(longest.value);
-    ctx.Note(absl::StrCat("max_seqlen not given: bucketed from the longest sequence (",
+    ctx.Note(absl::StrCat(name, " not given: bucketed from the longest sequence (",
                           longest.value, ") to ", bucket));
     return bucket;
   }
-  return CheckMaxSeqlen(max_seqlen, longest.value, longest.source);
+  return CheckMaxSeqlen(max_seqlen, longest.value, longest.source, name);
 }
 
 absl::StatusOr<FlashinferCudnnArgs> ResolveHardened(const ResolveContext& ctx) {
@@ -252,8 +252,10 @@ absl::StatusOr<FlashinferCudnnArgs> ResolveHardened(const ResolveContext& ctx) {
       }
       ctx.Note("source: forward_metadata stamped by a hardened builder; checked on the host");
       VARLEN_ASSIGN_OR_RETURN(
-          int64_t max_int, HardenedMax(ctx, metadata->flashinfer_max_seqlen,
-                                       {.value = stamp.longest, .source = "the longest sequence of the metadata"}));
+          int64_t max_int,
+          HardenedMax(ctx, metadata->flashinfer_max_seqlen,
+                      {.value = stamp.longest, .source = "the longest sequence of the metadata"},
+                      "forward_metadata.flashinfer_max_seqlen"));
       return PackArgs(ctx, q3, seq, packed, max_int);
     }
     ctx.Note("source: forward_metadata not built by a hardened builder; validated");
@@ -262,8 +264,10 @@ absl::StatusOr<FlashinferCudnnArgs> ResolveHardened(const ResolveContext& ctx) {
     VARLEN_RETURN_IF_ERROR(
         CheckPackedIndptrs(packed, "forward_metadata.packed_indptrs", lengths, width, tokens));
     VARLEN_ASSIGN_OR_RETURN(
-        int64_t max_int, HardenedMax(ctx, metadata->flashinfer_max_seqlen,
-                                     FindLongest(lengths, "forward_metadata.sequence_lengths")));
+        int64_t max_int,
+        HardenedMax(ctx, metadata->flashinfer_max_seqlen,
+                    FindLongest(lengths, "forward_metadata.sequence_lengths"),
+                    "forward_metadata.flashinfer_max_seqlen"));
     return PackArgs(ctx, q3, seq, packed, max_int);
   }
 
@@ -276,7 +280,7 @@ absl::StatusOr<FlashinferCudnnArgs> ResolveHardened(const ResolveContext& ctx) {
                             CheckTokenOffsets(cu, "cu_seqlens", tokens));
     VARLEN_ASSIGN_OR_RETURN(int64_t max_int,
                             HardenedMax(ctx, ctx.kwargs.get("max_seqlen"),
-                                        FindLongest(OffsetsToLengths(offsets), "sequence_lengths")));
+                                        LongestOfOffsets(offsets, "cu_seqlens"), "max_seqlen"));
     DerivedPacking derived = DerivePacking(cu, width, call.q.device());
     return PackArgs(ctx, q3, derived.sequence_lengths, derived.packed, max_int);
   }
@@ -293,7 +297,7 @@ absl::StatusOr<FlashinferCudnnArgs> ResolveHardened(const ResolveContext& ctx) {
   VARLEN_RETURN_IF_ERROR(CheckPackedIndptrs(packed, "cu_seqlens", lengths, width, tokens));
   VARLEN_ASSIGN_OR_RETURN(int64_t max_int,
                           HardenedMax(ctx, ctx.kwargs.get("max_seqlen"),
-                                      FindLongest(lengths, "sequence_lengths")));
+                                      FindLongest(lengths, "sequence_lengths"), "max_seqlen"));
   return PackArgs(ctx, q3, sequence_lengths.as_tensor(), packed, max_int);
 }
 

@@ -64,7 +64,11 @@ absl::StatusOr<CheckedCuSeqlens> CheckMetadataCuSeqlens(const ResolveContext& ct
 // Hardened: an explicit max_seqlen checked against the longest sequence, or
 // the longest sequence itself when none is given.
 absl::StatusOr<int64_t> CheckOrDeriveMaxSeqlen(const ResolveContext& ctx, const Value& max_seqlen,
-                                               const Longest& longest);
+                                               const Longest& longest, absl::string_view name);
+
+// The longest sequence of validated token offsets, described by the
+// offsets that bound it ("cu_seqlens[2] - cu_seqlens[1]").
+Longest LongestOfOffsets(const std::vector<int64_t>& offsets, absl::string_view name);
 
 // Python's `lst[i]` on a graph-mode list.
 absl::StatusOr<Value> ListItem(const Value& list, size_t index);

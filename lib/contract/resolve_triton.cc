@@ -2,6 +2,8 @@
 // list [cu_seqlens, seq_lens, max_seqlen] with output_ws, or cu_seqlens as
 // given (neither cast nor moved) with sequence_lengths or the cu diffs.
 
+#include <string>
+
 #include "absl/strings/str_cat.h"
 #include "core/tensor_ops.h"
 #include "resolve_internal.h"
@@ -97,7 +99,9 @@ absl::StatusOr<TritonArgs> ResolveHardened(const ResolveContext& ctx) {
   TritonArgs args;
   CheckedCuSeqlens checked;
   Value max_seqlen;
+  std::string max_name = "max_seqlen";
   if (call.forward_metadata.has_value()) {
+    max_name = "forward_metadata.max_seqlen";
     const VisionAttentionMetadata& metadata = *call.forward_metadata;
     VARLEN_ASSIGN_OR_RETURN(checked, CheckMetadataCuSeqlens(ctx, metadata, tokens));
     VARLEN_ASSIGN_OR_RETURN(Tensor seq_lens,
@@ -141,6 +145,7 @@ absl::StatusOr<TritonArgs> ResolveHardened(const ResolveContext& ctx) {
     args.output_from_workspace = true;
     args.output_ws = output_ws;
     max_seqlen = list[2];
+    max_name = "cu_seqlens[2]";
     if (max_seqlen.is_none()) {
       return PythonError(PyErrorKind::kTypeError,
                          "cu_seqlens[2]=None: the cuda-graph list must carry max_seqlen");
@@ -163,7 +168,8 @@ absl::StatusOr<TritonArgs> ResolveHardened(const ResolveContext& ctx) {
     }
     max_seqlen = ctx.kwargs.get("max_seqlen");
   }
-  VARLEN_ASSIGN_OR_RETURN(int64_t max, CheckOrDeriveMaxSeqlen(ctx, max_seqlen, checked.longest));
+  VARLEN_ASSIGN_OR_RETURN(int64_t max,
+                          CheckOrDeriveMaxSeqlen(ctx, max_seqlen, checked.longest, max_name));
   args.cu_seqlens = Value::FromTensor(checked.cu);
   args.max_seqlen = Value::Int(max);
   VARLEN_ASSIGN_OR_RETURN(args.scale, ResolveSoftmaxScale(ctx, call.q.size(-1)));

@@ -109,7 +109,7 @@ absl::StatusOr<std::vector<int64_t>> CheckTokenOffsets(const Tensor& cu, absl::s
 }
 
 absl::StatusOr<int64_t> CheckMaxSeqlen(const Value& max_seqlen, int64_t longest,
-                                       absl::string_view longest_source) {
+                                       absl::string_view longest_source, absl::string_view name) {
   int64_t value = 0;
   switch (max_seqlen.kind()) {
     case Value::Kind::kInt:
@@ -119,28 +119,28 @@ absl::StatusOr<int64_t> CheckMaxSeqlen(const Value& max_seqlen, int64_t longest,
       const Tensor& t = max_seqlen.as_tensor();
       if (!IsIntegral(t.dtype()) || t.numel() != 1) {
         return HardenedTypeError(absl::StrCat(
-            "max_seqlen is a tensor of dtype ", DTypeName(t.dtype()), " and shape ",
+            name, " is a tensor of dtype ", DTypeName(t.dtype()), " and shape ",
             ShapeToString(t.shape()), ": it must be an int or a one-element integer tensor"));
       }
-      VARLEN_ASSIGN_OR_RETURN(Value item, internal::Item(t, "max_seqlen.item()"));
+      VARLEN_ASSIGN_OR_RETURN(Value item, internal::Item(t, absl::StrCat(name, ".item()")));
       value = item.as_int();
       break;
     }
     case Value::Kind::kFloat: {
-      return HardenedTypeError(absl::StrCat("max_seqlen=", max_seqlen.Repr(),
+      return HardenedTypeError(absl::StrCat(name, "=", max_seqlen.Repr(),
                                             " is a float: it must be an int, never truncated"));
     }
     default:
-      return HardenedTypeError(absl::StrCat("max_seqlen=", max_seqlen.Repr(), " is a ",
+      return HardenedTypeError(absl::StrCat(name, "=", max_seqlen.Repr(), " is a ",
                                             max_seqlen.TypeName(),
                                             ": it must be an int or a one-element integer tensor"));
   }
   if (value < 0) {
     return HardenedValueError(
-        absl::StrCat("max_seqlen=", value, " is negative: it must be at least 0"));
+        absl::StrCat(name, "=", value, " is negative: it must be at least 0"));
   }
   if (value < longest) {
-    return HardenedValueError(absl::StrCat("max_seqlen=", value, " < ", longest, " = ",
+    return HardenedValueError(absl::StrCat(name, "=", value, " < ", longest, " = ",
                                            longest_source,
                                            ": max_seqlen must be at least the longest sequence"));
   }

@@ -1,7 +1,8 @@
-// Tests hardened Resolve(): what it derives, what it rejects and that it never passes what faithful lets through.
+// Tests hardened Resolve(): what it derives, what it rejects, and its zero-sync metadata path.
 
 #include <cstdint>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -58,9 +59,8 @@ AttentionCall FlashinferCall() { return Call({0, 480, 1200}, 16, 96); }
 VisionAttentionMetadata Built(const std::vector<int64_t>& cu, int64_t elem_per_token,
                               Mode mode = Mode::kHardened) {
   const Value offsets = Value::FromTensor(IntTensor(cu));
-  return elem_per_token > 0
-             ? *PrepareFlashinferCudnnMetadata(offsets, kCuda, elem_per_token, mode)
-             : *PrepareVisionAttentionMetadata(offsets, kCuda, {}, mode);
+  return elem_per_token > 0 ? *PrepareFlashinferCudnnMetadata(offsets, kCuda, elem_per_token, mode)
+                            : *PrepareVisionAttentionMetadata(offsets, kCuda, {}, mode);
 }
 
 void ExpectPyError(const absl::Status& status, PyErrorKind kind, const std::string& message) {
@@ -92,7 +92,8 @@ TEST(HardenedFlashinferCudnn, TokenOffsetsWithoutSequenceLengthsResolveAsTheBuil
     const auto& args = ArgsOf<FlashinferCudnnArgs>(r);
     EXPECT_EQ(Ints(args.actual_seq_lens), Ints(built.sequence_lengths));
     EXPECT_EQ(args.actual_seq_lens.shape(), (Shape{8, 1, 1, 1}));
-    EXPECT_EQ(Ints(args.batch_offsets_qk), std::vector<int64_t>(packed.begin(), packed.begin() + 9));
+    EXPECT_EQ(Ints(args.batch_offsets_qk),
+              std::vector<int64_t>(packed.begin(), packed.begin() + 9));
     EXPECT_EQ(Ints(args.batch_offsets_v),
               std::vector<int64_t>(packed.begin() + 9, packed.begin() + 18));
     EXPECT_EQ(Ints(args.batch_offsets_o), std::vector<int64_t>(packed.begin() + 18, packed.end()));
@@ -121,10 +122,9 @@ TEST(HardenedRejects, TooSmallMaxSeqlenOnTokenProfiles) {
     AttentionCall with_metadata = SmallCall();
     with_metadata.forward_metadata = Built({0, 3, 8, 10}, 0);
     with_metadata.forward_metadata->max_seqlen = Value::Int(4);
-    ExpectPyError(Resolve(with_metadata, profile, Mode::kHardened).status,
-                  PyErrorKind::kValueError,
-                  "max_seqlen=4 < 5 = the longest sequence of the metadata: max_seqlen must be at "
-                  "least the longest sequence");
+    ExpectPyError(Resolve(with_metadata, profile, Mode::kHardened).status, PyErrorKind::kValueError,
+                  "forward_metadata.max_seqlen=4 < 5 = the longest sequence of the metadata: "
+                  "max_seqlen must be at least the longest sequence");
   }
 }
 
@@ -133,15 +133,15 @@ TEST(HardenedRejects, TooSmallMaxSeqlenOnFlashinfer) {
   call.kwargs.set("max_seqlen", Value::Int(700));
   ExpectPyError(Resolve(call, Profile::kFlashinferCudnn, Mode::kHardened).status,
                 PyErrorKind::kValueError,
-                "max_seqlen=700 < 720 = sequence_lengths[1]: max_seqlen must be at least the "
-                "longest sequence");
+                "max_seqlen=700 < 720 = cu_seqlens[2] - cu_seqlens[1]: max_seqlen must be at "
+                "least the longest sequence");
   AttentionCall with_metadata = FlashinferCall();
   with_metadata.forward_metadata = Built({0, 480, 1200}, 1536);
   with_metadata.forward_metadata->flashinfer_max_seqlen = Value::Int(512);
   ExpectPyError(Resolve(with_metadata, Profile::kFlashinferCudnn, Mode::kHardened).status,
                 PyErrorKind::kValueError,
-                "max_seqlen=512 < 720 = the longest sequence of the metadata: max_seqlen must be "
-                "at least the longest sequence");
+                "forward_metadata.flashinfer_max_seqlen=512 < 720 = the longest sequence of the "
+                "metadata: max_seqlen must be at least the longest sequence");
 }
 
 // sdpa takes no max_seqlen (its mask comes from cu_seqlens alone), so a
@@ -275,18 +275,18 @@ TEST(HardenedRejects, FlashinferHeadsAndHeadDimMismatch) {
                 "v has head_dim 128 but q has 96: flashinfer_cudnn offsets v with the q/k width, "
                 "so head dims must match");
   // GQA is fine for the token-offset profiles.
-  Resolution fa3 = Resolve(Call({0, 3, 8, 10}, 4, 4, /*kv_heads=*/2), Profile::kFa3,
-                           Mode::kHardened);
+  Resolution fa3 =
+      Resolve(Call({0, 3, 8, 10}, 4, 4, /*kv_heads=*/2), Profile::kFa3, Mode::kHardened);
   EXPECT_TRUE(fa3.status.ok()) << FormatPythonError(fa3.status);
 }
 
 TEST(HardenedRejects, GraphModeBuffersTheKernelReadsAsTheyAre) {
   AttentionCall call = SmallCall();
   call.graph_mode = true;
-  call.kwargs.set("output_ws", Value::FromTensor(Tensor::Zeros(DType::kBFloat16, kCuda, {10, 2, 4})));
-  call.cu_seqlens =
-      Value::List({Value::FromTensor(IntTensor({0, 3, 8, 10}, DType::kInt64, kCpu)),
-                   Value::FromTensor(IntTensor({3, 5, 2})), Value::Int(5)});
+  call.kwargs.set("output_ws",
+                  Value::FromTensor(Tensor::Zeros(DType::kBFloat16, kCuda, {10, 2, 4})));
+  call.cu_seqlens = Value::List({Value::FromTensor(IntTensor({0, 3, 8, 10}, DType::kInt64, kCpu)),
+                                 Value::FromTensor(IntTensor({3, 5, 2})), Value::Int(5)});
   ASSERT_TRUE(Resolve(call, Profile::kTritonAttn, Mode::kFaithful).status.ok());
   ExpectPyError(Resolve(call, Profile::kTritonAttn, Mode::kHardened).status,
                 PyErrorKind::kValueError,
@@ -400,9 +400,9 @@ TEST(HardenedVsFaithful, TooNarrowElementsPerToken) {
   call.forward_metadata = narrow;
   Resolution faithful = Resolve(call, Profile::kFlashinferCudnn, Mode::kFaithful);
   ASSERT_TRUE(faithful.status.ok()) << FormatPythonError(faithful.status);
-  EXPECT_THAT(Ints(ArgsOf<FlashinferCudnnArgs>(faithful).batch_offsets_qk),
-              ElementsAre(0, 491520, 1228800, 1228800, 1228800, 1228800, 1228800, 1228800,
-                          1228800));
+  EXPECT_THAT(
+      Ints(ArgsOf<FlashinferCudnnArgs>(faithful).batch_offsets_qk),
+      ElementsAre(0, 491520, 1228800, 1228800, 1228800, 1228800, 1228800, 1228800, 1228800));
   ExpectPyError(Resolve(call, Profile::kFlashinferCudnn, Mode::kHardened).status,
                 PyErrorKind::kValueError,
                 "forward_metadata.packed_indptrs[1]=491520 != 737280 (qk offset of sequence 1): "

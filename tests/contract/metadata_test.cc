@@ -1,5 +1,7 @@
 // Tests the batch/max bucketing tables and both metadata builders in faithful and hardened mode.
 
+#include "varlen/contract/metadata.h"
+
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -9,7 +11,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "varlen/contract/call.h"
-#include "varlen/contract/metadata.h"
 #include "varlen/core/device_ledger.h"
 #include "varlen/core/status.h"
 #include "varlen/core/tensor.h"
@@ -39,6 +40,13 @@ void ExpectPyError(const absl::Status& status, PyErrorKind kind, const std::stri
   EXPECT_EQ(status.message(), message);
 }
 
+void ExpectCounts(const DeviceEventCounts& counts, int syncs, int h2d, int d2h, int casts) {
+  EXPECT_EQ(counts.host_syncs, syncs);
+  EXPECT_EQ(counts.host_to_device_copies, h2d);
+  EXPECT_EQ(counts.device_to_host_copies, d2h);
+  EXPECT_EQ(counts.casts, casts);
+}
+
 // The packed layout [qk | v | o] with three copies of `third`.
 std::vector<int64_t> ThreeTimes(const std::vector<int64_t>& third) {
   std::vector<int64_t> out;
@@ -63,18 +71,17 @@ void ExpectSameContents(const VisionAttentionMetadata& a, const VisionAttentionM
 
 TEST(PaddedBatchSize, FirstBucketElseRoundedUpToEight) {
   const std::vector<std::pair<int64_t, int64_t>> table = {
-      {0, 8},   {1, 8},   {7, 8},   {8, 8},   {9, 16},  {15, 16}, {16, 16},  {17, 32},
-      {32, 32}, {33, 64}, {63, 64}, {64, 64}, {65, 72}, {72, 72}, {73, 80},  {100, 104},
-      {128, 128}, {129, 136}};
+      {0, 8},   {1, 8},   {7, 8},   {8, 8},     {9, 16},    {15, 16},
+      {16, 16}, {17, 32}, {32, 32}, {33, 64},   {63, 64},   {64, 64},
+      {65, 72}, {72, 72}, {73, 80}, {100, 104}, {128, 128}, {129, 136}};
   for (const auto& [batch, padded] : table) EXPECT_EQ(PaddedBatchSize(batch), padded) << batch;
 }
 
 TEST(BucketedMaxSeqlen, FirstBucketElseRoundedUpTo131072) {
   const std::vector<std::pair<int64_t, int64_t>> table = {
-      {0, 4096},        {1, 4096},         {4096, 4096},     {4097, 8192},
-      {8192, 8192},     {8193, 16384},     {16385, 32768},   {32769, 65536},
-      {65536, 65536},   {65537, 131072},   {131072, 131072}, {131073, 262144},
-      {262144, 262144}, {262145, 393216}};
+      {0, 4096},        {1, 4096},        {4096, 4096},     {4097, 8192},    {8192, 8192},
+      {8193, 16384},    {16385, 32768},   {32769, 65536},   {65536, 65536},  {65537, 131072},
+      {131072, 131072}, {131073, 262144}, {262144, 262144}, {262145, 393216}};
   for (const auto& [real, bucket] : table) EXPECT_EQ(BucketedMaxSeqlen(real), bucket) << real;
 }
 
@@ -82,9 +89,8 @@ TEST(BucketedMaxSeqlen, FirstBucketElseRoundedUpTo131072) {
 
 TEST(PlainBuilderFaithful, CastsMovesAndComputesTheMaxWithOneSync) {
   ScopedDeviceLedger ledger;
-  absl::StatusOr<VisionAttentionMetadata> m =
-      PrepareVisionAttentionMetadata(Cu({0, 3, 8, 10}, DType::kInt64, kCpu), kCuda, {},
-                                     Mode::kFaithful);
+  absl::StatusOr<VisionAttentionMetadata> m = PrepareVisionAttentionMetadata(
+      Cu({0, 3, 8, 10}, DType::kInt64, kCpu), kCuda, {}, Mode::kFaithful);
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(m->cu_seqlens.as_tensor().dtype(), DType::kInt32);
   EXPECT_EQ(m->cu_seqlens.as_tensor().device(), kCuda);
@@ -94,10 +100,7 @@ TEST(PlainBuilderFaithful, CastsMovesAndComputesTheMaxWithOneSync) {
   EXPECT_THAT(Ints(m->seq_lens), ElementsAre(3, 5, 2));
   EXPECT_EQ(m->max_seqlen.as_int(), 5);
   EXPECT_FALSE(m->stamp.has_value());
-  EXPECT_EQ(ledger.counts(), (DeviceEventCounts{.host_syncs = 1,
-                                                .host_to_device_copies = 1,
-                                                .device_to_host_copies = 0,
-                                                .casts = 1}));
+  ExpectCounts(ledger.counts(), /*syncs=*/1, /*h2d=*/1, /*d2h=*/0, /*casts=*/1);
 }
 
 TEST(PlainBuilderFaithful, PassesOptionalFieldsThroughUnvalidated) {
@@ -127,11 +130,10 @@ TEST(PlainBuilderFaithful, EmptyBatchRaisesAtTheMax) {
 TEST(PlainBuilderFaithful, NonTensorCuHasNoTo) {
   ExpectPyError(PrepareVisionAttentionMetadata(Value::None(), kCuda, {}, Mode::kFaithful).status(),
                 PyErrorKind::kAttributeError, "'NoneType' object has no attribute 'to'");
-  ExpectPyError(
-      PrepareVisionAttentionMetadata(Value::List({Value::Int(0), Value::Int(4)}), kCuda, {},
-                                     Mode::kFaithful)
-          .status(),
-      PyErrorKind::kAttributeError, "'list' object has no attribute 'to'");
+  ExpectPyError(PrepareVisionAttentionMetadata(Value::List({Value::Int(0), Value::Int(4)}), kCuda,
+                                               {}, Mode::kFaithful)
+                    .status(),
+                PyErrorKind::kAttributeError, "'list' object has no attribute 'to'");
 }
 
 TEST(PlainBuilderFaithful, NonMonotoneCuIsNotChecked) {
@@ -163,6 +165,16 @@ TEST(FlashinferBuilderFaithful, BuildsPaddedPackedMetadataWithTwoSyncs) {
   EXPECT_EQ(ledger.counts().host_syncs, 2);
 }
 
+// Step 7 passes the already converted cu on, so the inner builder's .to()
+// changes nothing: one cast and one copy in all.
+TEST(FlashinferBuilderFaithful, HostInt64CuIsCastAndCopiedOnce) {
+  ScopedDeviceLedger ledger;
+  ASSERT_TRUE(PrepareFlashinferCudnnMetadata(Cu({0, 3, 8, 10}, DType::kInt64, kCpu), kCuda, 6,
+                                             Mode::kFaithful)
+                  .ok());
+  ExpectCounts(ledger.counts(), /*syncs=*/2, /*h2d=*/1, /*d2h=*/0, /*casts=*/1);
+}
+
 TEST(FlashinferBuilderFaithful, LargeBatchAndMaxBuckets) {
   std::vector<int64_t> offsets = {0};
   for (int i = 0; i < 65; ++i) offsets.push_back(offsets.back() + (i == 7 ? 70000 : 10));
@@ -189,13 +201,15 @@ TEST(FlashinferBuilderFaithful, EmptyBatchAndNonTensorCu) {
                 PyErrorKind::kRuntimeError,
                 "max(): Expected reduction dim to be specified for input.numel() == 0. Specify "
                 "the reduction dim with the 'dim' argument.");
+  // No entries at all: padding reads cu_seqlens[-1] first.
+  ExpectPyError(PrepareFlashinferCudnnMetadata(Cu({}), kCuda, 8, Mode::kFaithful).status(),
+                PyErrorKind::kIndexError, "index -1 is out of bounds for dimension 0 with size 0");
   ExpectPyError(PrepareFlashinferCudnnMetadata(Value::None(), kCuda, 8, Mode::kFaithful).status(),
                 PyErrorKind::kAttributeError, "'NoneType' object has no attribute 'to'");
-  ExpectPyError(
-      PrepareFlashinferCudnnMetadata(Value::List({Value::Int(0), Value::Int(4)}), kCuda, 8,
-                                     Mode::kFaithful)
-          .status(),
-      PyErrorKind::kAttributeError, "'list' object has no attribute 'to'");
+  ExpectPyError(PrepareFlashinferCudnnMetadata(Value::List({Value::Int(0), Value::Int(4)}), kCuda,
+                                               8, Mode::kFaithful)
+                    .status(),
+                PyErrorKind::kAttributeError, "'list' object has no attribute 'to'");
 }
 
 // Hardened builders ---------------------------------------------------------------
@@ -217,9 +231,8 @@ TEST(PlainBuilderHardened, AcceptsAnExplicitMaxAtLeastTheLongest) {
   PlainMetadataOptions options;
   options.max_seqlen = Value::Int(5);
   ScopedDeviceLedger ledger;
-  absl::StatusOr<VisionAttentionMetadata> m =
-      PrepareVisionAttentionMetadata(Cu({0, 3, 8, 10}, DType::kInt32, kCpu), kCuda, options,
-                                     Mode::kHardened);
+  absl::StatusOr<VisionAttentionMetadata> m = PrepareVisionAttentionMetadata(
+      Cu({0, 3, 8, 10}, DType::kInt32, kCpu), kCuda, options, Mode::kHardened);
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(m->max_seqlen.as_int(), 5);
   EXPECT_EQ(ledger.counts().host_syncs, 0);  // host cu, given max
@@ -256,12 +269,11 @@ TEST(PlainBuilderHardened, RejectsNonTensorCu) {
   ExpectPyError(PrepareVisionAttentionMetadata(Value::None(), kCuda, {}, Mode::kHardened).status(),
                 PyErrorKind::kTypeError,
                 "cu_seqlens=None is a NoneType: the metadata builders need an integer tensor");
-  ExpectPyError(
-      PrepareVisionAttentionMetadata(Value::List({Value::Int(0), Value::Int(4)}), kCuda, {},
-                                     Mode::kHardened)
-          .status(),
-      PyErrorKind::kTypeError,
-      "cu_seqlens=[0, 4] is a list: the metadata builders need an integer tensor");
+  ExpectPyError(PrepareVisionAttentionMetadata(Value::List({Value::Int(0), Value::Int(4)}), kCuda,
+                                               {}, Mode::kHardened)
+                    .status(),
+                PyErrorKind::kTypeError,
+                "cu_seqlens=[0, 4] is a list: the metadata builders need an integer tensor");
 }
 
 TEST(FlashinferBuilderHardened, StampsWhatItProvedAndBuildsTheSameContents) {
@@ -276,18 +288,17 @@ TEST(FlashinferBuilderHardened, StampsWhatItProvedAndBuildsTheSameContents) {
   EXPECT_EQ(hardened->stamp->elem_per_token, 1536);
   ExpectSameContents(*hardened, *PrepareFlashinferCudnnMetadata(cu, kCuda, 1536, Mode::kFaithful));
   EXPECT_THAT(Ints(hardened->packed_indptrs),
-              ElementsAreArray(ThreeTimes({0, 737280, 1843200, 1843200, 1843200, 1843200, 1843200,
-                                           1843200, 1843200})));
+              ElementsAreArray(ThreeTimes(
+                  {0, 737280, 1843200, 1843200, 1843200, 1843200, 1843200, 1843200, 1843200})));
 }
 
 TEST(FlashinferBuilderHardened, RejectsElementOffsetsThatWrap) {
-  ExpectPyError(PrepareFlashinferCudnnMetadata(Cu({0, 2000000}), kCuda, 1152, Mode::kHardened)
-                    .status(),
-                PyErrorKind::kValueError,
-                "total tokens 2000000 x elements per token 1152 = 2304000000 > 2147483647: "
-                "element offsets must fit in int32 (at most 1864135 tokens at this width)");
-  EXPECT_TRUE(
-      PrepareFlashinferCudnnMetadata(Cu({0, 1864135}), kCuda, 1152, Mode::kHardened).ok());
+  ExpectPyError(
+      PrepareFlashinferCudnnMetadata(Cu({0, 2000000}), kCuda, 1152, Mode::kHardened).status(),
+      PyErrorKind::kValueError,
+      "total tokens 2000000 x elements per token 1152 = 2304000000 > 2147483647: "
+      "element offsets must fit in int32 (at most 1864135 tokens at this width)");
+  EXPECT_TRUE(PrepareFlashinferCudnnMetadata(Cu({0, 1864135}), kCuda, 1152, Mode::kHardened).ok());
 }
 
 TEST(FlashinferBuilderHardened, RejectsEmptyBatchNonMonotoneCuAndBadWidth) {

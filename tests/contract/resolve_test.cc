@@ -1,8 +1,11 @@
 // Tests faithful Resolve() end to end for every profile, entry and argument path.
 
+#include "varlen/contract/resolve.h"
+
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -10,7 +13,6 @@
 #include "gtest/gtest.h"
 #include "varlen/contract/call.h"
 #include "varlen/contract/metadata.h"
-#include "varlen/contract/resolve.h"
 #include "varlen/core/device_ledger.h"
 #include "varlen/core/status.h"
 #include "varlen/core/tensor.h"
@@ -378,8 +380,7 @@ TEST(ResolveTriton, HostMaxNeedsNoSyncAndDeviceMaxOne) {
 
 TEST(ResolveTriton, SequenceLengthsAreCastToInt32OnQsDevice) {
   AttentionCall call = Call();
-  call.kwargs.set("sequence_lengths",
-                  Value::FromTensor(IntTensor({3, 5, 2}, DType::kInt64, kCpu)));
+  call.kwargs.set("sequence_lengths", Value::FromTensor(IntTensor({3, 5, 2}, DType::kInt64, kCpu)));
   call.kwargs.set("max_seqlen", Value::Int(5));
   Resolution r;
   auto args = ResolveOk<TritonArgs>(call, Profile::kTritonAttn, &r);
@@ -486,13 +487,13 @@ TEST(ResolveSdpa, IgnoresTheCallScaleMetadataAndGraphMode) {
 TEST(ResolveSdpa, Errors) {
   AttentionCall call = Call();
   call.bsz = 2;
-  ExpectPyError(Resolve(call, Profile::kSdpa, Mode::kFaithful).status,
-                PyErrorKind::kAssertionError, "flatten_batch is True, bsz must be 1");
+  ExpectPyError(Resolve(call, Profile::kSdpa, Mode::kFaithful).status, PyErrorKind::kAssertionError,
+                "flatten_batch is True, bsz must be 1");
   AttentionCall single = Call(Entry::kLayer);
   single.cu_seqlens = Value::None();
   single.sdpa.softmax_in_single_precision = true;
-  ExpectPyError(Resolve(single, Profile::kSdpa, Mode::kFaithful).status,
-                PyErrorKind::kRuntimeError, "Empty attention mask");
+  ExpectPyError(Resolve(single, Profile::kSdpa, Mode::kFaithful).status, PyErrorKind::kRuntimeError,
+                "Empty attention mask");
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -221,12 +223,39 @@ TEST(ContractRule04, ResolvePrecomputedMaxSeqlenCoercesWithoutValidating) {
   }
   ExpectPyError(ResolvePrecomputedMaxSeqlen(cu, Value::Str("17.0")).status(),
                 PyErrorKind::kValueError, "invalid literal for int() with base 10: '17.0'");
-  ExpectPyError(
-      ResolvePrecomputedMaxSeqlen(cu, Value::FromTensor(IntTensor({17, 18}))).status(),
-      PyErrorKind::kRuntimeError, "a Tensor with 2 elements cannot be converted to Scalar");
+  ExpectPyError(ResolvePrecomputedMaxSeqlen(cu, Value::FromTensor(IntTensor({17, 18}))).status(),
+                PyErrorKind::kRuntimeError,
+                "a Tensor with 2 elements cannot be converted to Scalar");
   ExpectPyError(ResolvePrecomputedMaxSeqlen(cu, Value::FromTensor(IntTensor({}))).status(),
                 PyErrorKind::kRuntimeError,
                 "a Tensor with 0 elements cannot be converted to Scalar");
+
+  // §10 host syncs for fa3 and triton_attn: none with metadata or a host max;
+  // one when the max comes from a device cu or a device tensor.
+  for (Profile profile : {Profile::kFa3, Profile::kTritonAttn}) {
+    AttentionCall with_metadata = TokenCall({2, 5});
+    with_metadata.forward_metadata = *PrepareVisionAttentionMetadata(
+        Value::FromTensor(IntTensor({0, 2, 7})), kCuda, {}, Mode::kFaithful);
+    struct SyncCase {
+      AttentionCall call;
+      int host_syncs;
+    };
+    std::vector<SyncCase> cases = {{with_metadata, 0}};
+    for (const Value& max : {Value::Int(5), Value::FromTensor(IntTensor({5}, DType::kInt32, kCpu)),
+                             Value::None(), Value::FromTensor(IntTensor({5}))}) {
+      AttentionCall call = TokenCall({2, 5});
+      call.kwargs.set("max_seqlen", max);
+      const bool on_device =
+          max.is_none() || (max.is_tensor() && max.as_tensor().device() == kCuda);
+      cases.push_back({call, on_device ? 1 : 0});
+    }
+    for (const SyncCase& c : cases) {
+      Resolution r = Resolve(c.call, profile, Mode::kFaithful);
+      ASSERT_TRUE(r.status.ok()) << FormatPythonError(r.status);
+      EXPECT_EQ(r.counts().host_syncs, c.host_syncs)
+          << ProfileName(profile) << " max_seqlen=" << c.call.kwargs.get("max_seqlen").Repr();
+    }
+  }
 }
 
 TEST(ContractRule05, PlainBuilderKeepsRealLengthsAndUnvalidatedMax) {
@@ -255,10 +284,10 @@ TEST(ContractRule05, PlainBuilderKeepsRealLengthsAndUnvalidatedMax) {
     EXPECT_EQ(m->max_seqlen.as_int(), 99);  // kept, never checked against 5
     EXPECT_EQ(ledger.counts().host_syncs, 0);
   }
-  ExpectPyError(PrepareVisionAttentionMetadata(Value::FromTensor(IntTensor({0})), kCuda, {},
-                                               Mode::kFaithful)
-                    .status(),
-                PyErrorKind::kRuntimeError, std::string(kEmptyMax));
+  ExpectPyError(
+      PrepareVisionAttentionMetadata(Value::FromTensor(IntTensor({0})), kCuda, {}, Mode::kFaithful)
+          .status(),
+      PyErrorKind::kRuntimeError, std::string(kEmptyMax));
   ExpectPyError(PrepareVisionAttentionMetadata(Value::None(), kCuda, {}, Mode::kFaithful).status(),
                 PyErrorKind::kAttributeError, "'NoneType' object has no attribute 'to'");
   ExpectPyError(PrepareVisionAttentionMetadata(Value::List({Value::Int(0), Value::Int(3)}), kCuda,
@@ -287,9 +316,9 @@ TEST(ContractRule06, FlashinferBuilderMatchesSglangTestCase) {
 }
 
 TEST(ContractRule07, BatchIsPaddedToABucket) {
-  const std::vector<std::pair<int64_t, int64_t>> table = {
-      {0, 8},   {1, 8},   {8, 8},   {9, 16},  {16, 16},
-      {17, 32}, {33, 64}, {64, 64}, {65, 72}, {100, 104}};
+  const std::vector<std::pair<int64_t, int64_t>> table = {{0, 8},   {1, 8},    {8, 8},   {9, 16},
+                                                          {16, 16}, {17, 32},  {33, 64}, {64, 64},
+                                                          {65, 72}, {100, 104}};
   for (const auto& [batch, padded] : table) EXPECT_EQ(PaddedBatchSize(batch), padded) << batch;
 
   // Padded indptrs equal the total; padded lengths are 0.
@@ -303,10 +332,10 @@ TEST(ContractRule07, BatchIsPaddedToABucket) {
   for (int i = 9; i < 16; ++i) EXPECT_EQ(padded[i], 0) << i;
 
   // B = 0 pads to 8 and then raises at the max.
-  ExpectPyError(PrepareFlashinferCudnnMetadata(Value::FromTensor(IntTensor({0})), kCuda, 8,
-                                               Mode::kFaithful)
-                    .status(),
-                PyErrorKind::kRuntimeError, std::string(kEmptyMax));
+  ExpectPyError(
+      PrepareFlashinferCudnnMetadata(Value::FromTensor(IntTensor({0})), kCuda, 8, Mode::kFaithful)
+          .status(),
+      PyErrorKind::kRuntimeError, std::string(kEmptyMax));
 }
 
 TEST(ContractRule08, MaxSeqlenIsBucketed) {
@@ -329,7 +358,8 @@ TEST(ContractRule09, PackedIndptrsAreThreeIdenticalInt32ThirdsInElements) {
   // §10: int32 arithmetic wraps modulo 2^32.
   VisionAttentionMetadata wrapped = FlashinferMetadata({2000000}, 1152);
   const std::vector<int64_t> values = Ints(wrapped.packed_indptrs);
-  EXPECT_THAT(std::vector<int64_t>(values.begin(), values.begin() + 2), ElementsAre(0, -1990967296));
+  EXPECT_THAT(std::vector<int64_t>(values.begin(), values.begin() + 2),
+              ElementsAre(0, -1990967296));
 }
 
 TEST(ContractRule10, FlashinferMetadataOverridesKwargs) {
@@ -342,22 +372,20 @@ TEST(ContractRule10, FlashinferMetadataOverridesKwargs) {
   ASSERT_TRUE(r.status.ok()) << FormatPythonError(r.status);
   const auto& args = ArgsOf<FlashinferCudnnArgs>(r);
   EXPECT_THAT(Ints(args.actual_seq_lens), ElementsAre(480, 720, 0, 0, 0, 0, 0, 0));
-  EXPECT_THAT(Ints(args.batch_offsets_qk),
-              ElementsAre(0, 737280, 1843200, 1843200, 1843200, 1843200, 1843200, 1843200,
-                          1843200));
+  EXPECT_THAT(Ints(args.batch_offsets_qk), ElementsAre(0, 737280, 1843200, 1843200, 1843200,
+                                                       1843200, 1843200, 1843200, 1843200));
   EXPECT_EQ(args.max_token_per_sequence, 4096);
+  EXPECT_EQ(r.counts().host_syncs, 1);  // §10: the bounds check syncs even with metadata
 }
 
 TEST(ContractRule11, DirectFlashinferChecksKeyPresenceInOrder) {
   AttentionCall call = TokenCall({480, 720}, 16, 96);
   ExpectPyError(
-      Resolve(call, Profile::kFlashinferCudnn, Mode::kFaithful).status,
-      PyErrorKind::kRuntimeError,
+      Resolve(call, Profile::kFlashinferCudnn, Mode::kFaithful).status, PyErrorKind::kRuntimeError,
       "sequence_lengths should be prepared for vision flashinfer_cudnn attention backend");
   call.kwargs.set("max_seqlen", Value::Int(4096));  // max alone: lengths still checked first
   ExpectPyError(
-      Resolve(call, Profile::kFlashinferCudnn, Mode::kFaithful).status,
-      PyErrorKind::kRuntimeError,
+      Resolve(call, Profile::kFlashinferCudnn, Mode::kFaithful).status, PyErrorKind::kRuntimeError,
       "sequence_lengths should be prepared for vision flashinfer_cudnn attention backend");
   call.kwargs.erase("max_seqlen");
   call.kwargs.set("sequence_lengths", FlashinferMetadata({480, 720}, 1536).sequence_lengths);
@@ -370,8 +398,7 @@ TEST(ContractRule11, DirectFlashinferChecksKeyPresenceInOrder) {
   call.forward_metadata = *PrepareVisionAttentionMetadata(
       Value::FromTensor(IntTensor({0, 480, 1200})), kCuda, {}, Mode::kFaithful);
   ExpectPyError(
-      Resolve(call, Profile::kFlashinferCudnn, Mode::kFaithful).status,
-      PyErrorKind::kRuntimeError,
+      Resolve(call, Profile::kFlashinferCudnn, Mode::kFaithful).status, PyErrorKind::kRuntimeError,
       "sequence_lengths should be prepared for vision flashinfer_cudnn attention backend");
 
   // §10: keys present as None pass the presence checks and fail later.
@@ -483,15 +510,15 @@ TEST(ContractRule16, BoundsCheckCoversOnlyTheQkThirdUpperBound) {
     return call;
   };
   const int64_t e = 1536;  // 737,280 + 520 * 1152 = 1,336,320 > 1,152,000
-  Resolution too_wide = Resolve(make({0, 480 * e, 1000 * e, 0, 480 * e, 1000 * e, 0, 480 * e,
-                                      1000 * e}),
-                                Profile::kFlashinferCudnn, Mode::kFaithful);
+  Resolution too_wide =
+      Resolve(make({0, 480 * e, 1000 * e, 0, 480 * e, 1000 * e, 0, 480 * e, 1000 * e}),
+              Profile::kFlashinferCudnn, Mode::kFaithful);
   ExpectPyError(too_wide.status, PyErrorKind::kRuntimeError, std::string(kOutOfBounds));
 
   const int64_t w = 1152;  // the last end equals the total exactly
-  Resolution exact = Resolve(make({0, 480 * w, 1000 * w, 0, 480 * w, 1000 * w, 0, 480 * w,
-                                   1000 * w}),
-                             Profile::kFlashinferCudnn, Mode::kFaithful);
+  Resolution exact =
+      Resolve(make({0, 480 * w, 1000 * w, 0, 480 * w, 1000 * w, 0, 480 * w, 1000 * w}),
+              Profile::kFlashinferCudnn, Mode::kFaithful);
   ASSERT_TRUE(exact.status.ok()) << FormatPythonError(exact.status);
   EXPECT_EQ(exact.counts().host_syncs, 1);  // the .any() inside the if
 
@@ -514,13 +541,13 @@ TEST(ContractRule17, CudnnArgumentsHaveKernelShapesAndBucketedMax) {
   EXPECT_EQ(args.actual_seq_lens.dtype(), DType::kInt32);
   EXPECT_EQ(args.actual_seq_lens.device(), kCuda);
   // One indptr serves q and k (batch_offsets_q and batch_offsets_k).
-  for (const Tensor* indptr : {&args.batch_offsets_qk, &args.batch_offsets_v,
-                               &args.batch_offsets_o}) {
+  for (const Tensor* indptr :
+       {&args.batch_offsets_qk, &args.batch_offsets_v, &args.batch_offsets_o}) {
     EXPECT_EQ(indptr->shape(), (Shape{9, 1, 1, 1}));
     EXPECT_EQ(indptr->dtype(), DType::kInt32);
     EXPECT_EQ(indptr->device(), kCuda);
-    EXPECT_THAT(Ints(*indptr), ElementsAre(0, 737280, 1843200, 1843200, 1843200, 1843200,
-                                           1843200, 1843200, 1843200));
+    EXPECT_THAT(Ints(*indptr), ElementsAre(0, 737280, 1843200, 1843200, 1843200, 1843200, 1843200,
+                                           1843200, 1843200));
   }
   EXPECT_EQ(args.max_token_per_sequence, 4096);
   EXPECT_EQ(args.max_sequence_kv, 4096);
@@ -560,6 +587,18 @@ TEST(ContractRule18, FourDimensionalQueryKeepsItsShapeAndTheLayerIsThreeDimensio
   Resolution layer = Resolve(call, Profile::kFlashinferCudnn, Mode::kFaithful);
   ASSERT_TRUE(layer.status.ok()) << FormatPythonError(layer.status);
   EXPECT_FALSE(ArgsOf<FlashinferCudnnArgs>(layer).output_4d);
+
+  // Called directly, sdpa asserts a 3-D q (`assert q.dim() == 3, q.shape`);
+  // through the layer it receives the flattened q.
+  AttentionCall sdpa = CallWithShape({1, 10, 2, 4});
+  sdpa.seq_len = 10;
+  sdpa.cu_seqlens = Value::FromTensor(IntTensor({0, 3, 8, 10}));
+  ExpectPyError(Resolve(sdpa, Profile::kSdpa, Mode::kFaithful).status, PyErrorKind::kAssertionError,
+                "torch.Size([1, 10, 2, 4])");
+  sdpa.entry = Entry::kLayer;
+  Resolution sdpa_layer = Resolve(sdpa, Profile::kSdpa, Mode::kFaithful);
+  ASSERT_TRUE(sdpa_layer.status.ok()) << FormatPythonError(sdpa_layer.status);
+  EXPECT_EQ(ArgsOf<SdpaArgs>(sdpa_layer).tokens_per_item, 10);
 }
 
 TEST(ContractRule19, GraphModeListLayoutsAndErrors) {
@@ -586,8 +625,8 @@ TEST(ContractRule19, GraphModeListLayoutsAndErrors) {
   const Tensor max = IntTensor({5}, DType::kInt64, kCuda);
   AttentionCall triton = TokenCall({3, 5, 2});
   triton.graph_mode = true;
-  triton.cu_seqlens = Value::List(
-      {Value::FromTensor(cu), Value::FromTensor(seq_lens), Value::FromTensor(max)});
+  triton.cu_seqlens =
+      Value::List({Value::FromTensor(cu), Value::FromTensor(seq_lens), Value::FromTensor(max)});
   triton.kwargs.set("output_ws", Value::FromTensor(output_ws));
   Resolution t = Resolve(triton, Profile::kTritonAttn, Mode::kFaithful);
   ASSERT_TRUE(t.status.ok()) << FormatPythonError(t.status);
@@ -647,8 +686,8 @@ TEST(ContractRule20, Fa3GivesTheSameArgumentsForInt32AndInt64Cu) {
   Resolution r = Resolve(hand_built, Profile::kFa3, Mode::kFaithful);
   ASSERT_TRUE(r.status.ok()) << FormatPythonError(r.status);
   EXPECT_TRUE(ArgsOf<Fa3Args>(r).cu_seqlens.as_tensor().SharesStorageWith(cu64));
-  hand_built.forward_metadata = *PrepareVisionAttentionMetadata(Value::FromTensor(cu64), kCuda,
-                                                                {}, Mode::kFaithful);
+  hand_built.forward_metadata =
+      *PrepareVisionAttentionMetadata(Value::FromTensor(cu64), kCuda, {}, Mode::kFaithful);
   Resolution built = Resolve(hand_built, Profile::kFa3, Mode::kFaithful);
   ASSERT_TRUE(built.status.ok());
   EXPECT_EQ(ArgsOf<Fa3Args>(built).cu_seqlens.as_tensor().dtype(), DType::kInt32);
@@ -667,8 +706,8 @@ TEST(ContractRule20, Fa3GivesTheSameArgumentsForInt32AndInt64Cu) {
 TEST(ContractRule21, SdpaFlattenBatchMaskAndErrors) {
   AttentionCall call = TokenCall({3, 5, 2});
   call.bsz = 2;
-  ExpectPyError(Resolve(call, Profile::kSdpa, Mode::kFaithful).status,
-                PyErrorKind::kAssertionError, "flatten_batch is True, bsz must be 1");
+  ExpectPyError(Resolve(call, Profile::kSdpa, Mode::kFaithful).status, PyErrorKind::kAssertionError,
+                "flatten_batch is True, bsz must be 1");
 
   AttentionCall no_mask = TokenCall({3, 5, 2});
   no_mask.cu_seqlens = Value::None();
@@ -692,10 +731,10 @@ TEST(ContractRule22, AscendActualSeqLengthsAreCumulativeEnds) {
     EXPECT_THAT(*ends, ElementsAre(3, 8, 10));
     EXPECT_EQ(ledger.counts().host_syncs, device == kCuda ? 1 : 0);
   }
-  ExpectPyError(AscendActualSeqLengths(IntTensor({0, 100, 264}, DType::kInt32, kCpu), 1000)
-                    .status(),
-                PyErrorKind::kRuntimeError,
-                "queryT(1000) must be equal to the last element of actualSequenceLengthQ(264)");
+  ExpectPyError(
+      AscendActualSeqLengths(IntTensor({0, 100, 264}, DType::kInt32, kCpu), 1000).status(),
+      PyErrorKind::kRuntimeError,
+      "queryT(1000) must be equal to the last element of actualSequenceLengthQ(264)");
 }
 
 // Rule 23 is numerical (backend output against a reference); the kernel tests cover it.
@@ -738,8 +777,7 @@ TEST(ContractRule25, ElementOffsetsBeyondInt32) {
   // ...and sometimes fails the bounds check with a misleading message.
   for (const std::vector<int64_t>& lengths : std::vector<std::vector<int64_t>>{
            {932068, 932068}, {100, 1864036}, {1000000, 1000000, 1000000}}) {
-    ExpectPyError(faithful(lengths).status, PyErrorKind::kRuntimeError,
-                  std::string(kOutOfBounds));
+    ExpectPyError(faithful(lengths).status, PyErrorKind::kRuntimeError, std::string(kOutOfBounds));
   }
 
   // Hardened rejects the input instead, in the builder and in resolution.
@@ -779,6 +817,11 @@ TEST(ContractRule26, BackendSelectionAndWrongPlatformConstructors) {
       {{.kind = Kind::kCpu, .cpu_amx = true}, "amx_attn"},
       {{.kind = Kind::kXpu, .intel_xpu_backend = true}, "xpu_attn"},
       {{.kind = Kind::kOther}, "sdpa"},
+      {{.kind = Kind::kMusa, .major = 3, .minor = 0}, "triton_attn"},
+      {{.kind = Kind::kHip, .major = 9, .minor = 4}, "triton_attn"},
+      {{.kind = Kind::kHip, .major = 9, .minor = 0, .use_aiter = true}, "triton_attn"},
+      {{.kind = Kind::kCpu}, "sdpa"},
+      {{.kind = Kind::kXpu}, "triton_attn"},
   };
   for (const Default& d : defaults) {
     absl::StatusOr<std::string> backend =

@@ -1,5 +1,7 @@
 // Tests the cu_seqlens / max_seqlen helpers of seqlens.h and the hardened checks built on them.
 
+#include "varlen/contract/seqlens.h"
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -9,7 +11,6 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "varlen/contract/seqlens.h"
 #include "varlen/core/device_ledger.h"
 #include "varlen/core/status.h"
 #include "varlen/core/tensor.h"
@@ -208,8 +209,7 @@ TEST(ResolvePrecomputedMaxSeqlen, PythonIntErrors) {
   const Tensor cu = IntTensor({0, 2, 7});
   ExpectPyError(ResolvePrecomputedMaxSeqlen(cu, Value::Str("auto")).status(),
                 PyErrorKind::kValueError, "invalid literal for int() with base 10: 'auto'");
-  ExpectPyError(ResolvePrecomputedMaxSeqlen(cu, Value::List({})).status(),
-                PyErrorKind::kTypeError,
+  ExpectPyError(ResolvePrecomputedMaxSeqlen(cu, Value::List({})).status(), PyErrorKind::kTypeError,
                 "int() argument must be a string, a bytes-like object or a real number, not "
                 "'list'");
   ExpectPyError(ResolvePrecomputedMaxSeqlen(cu, IntValue({1, 2, 3})).status(),
@@ -244,19 +244,19 @@ TEST(CheckTokenOffsets, RejectsNonIntegerDtype) {
   ExpectPyError(
       CheckTokenOffsets(Tensor::FromDoubles({0, 3}, DType::kFloat32, kCuda), "cu_seqlens", 3)
           .status(),
-      PyErrorKind::kTypeError, "cu_seqlens has dtype float32: token offsets must be int32 or int64");
-  ExpectPyError(
-      CheckTokenOffsets(IntTensor({0, 1}, DType::kBool), "cu_seqlens", 1).status(),
-      PyErrorKind::kTypeError, "cu_seqlens has dtype bool: token offsets must be int32 or int64");
+      PyErrorKind::kTypeError,
+      "cu_seqlens has dtype float32: token offsets must be int32 or int64");
+  ExpectPyError(CheckTokenOffsets(IntTensor({0, 1}, DType::kBool), "cu_seqlens", 1).status(),
+                PyErrorKind::kTypeError,
+                "cu_seqlens has dtype bool: token offsets must be int32 or int64");
 }
 
 TEST(CheckTokenOffsets, RejectsWrongShape) {
-  ExpectPyError(
-      CheckTokenOffsets(Tensor::FromInts({0, 3, 3, 6}, DType::kInt32, kCuda, Shape{2, 2}),
-                        "cu_seqlens", 6)
-          .status(),
-      PyErrorKind::kValueError,
-      "cu_seqlens has shape [2, 2]: token offsets must be 1-d with B+1 >= 1 entries");
+  ExpectPyError(CheckTokenOffsets(Tensor::FromInts({0, 3, 3, 6}, DType::kInt32, kCuda, Shape{2, 2}),
+                                  "cu_seqlens", 6)
+                    .status(),
+                PyErrorKind::kValueError,
+                "cu_seqlens has shape [2, 2]: token offsets must be 1-d with B+1 >= 1 entries");
   ExpectPyError(CheckTokenOffsets(IntTensor({}), "cu_seqlens", 0).status(),
                 PyErrorKind::kValueError,
                 "cu_seqlens has shape [0]: token offsets must be 1-d with B+1 >= 1 entries");
@@ -357,8 +357,7 @@ TEST(CheckMaxSeqlen, RejectsNegativeValues) {
 }
 
 TEST(CheckMaxSeqlen, RejectsValuesBelowTheLongestSequence) {
-  ExpectPyError(CheckMaxSeqlen(Value::Int(4), 5, "seq_lens[1]").status(),
-                PyErrorKind::kValueError,
+  ExpectPyError(CheckMaxSeqlen(Value::Int(4), 5, "seq_lens[1]").status(), PyErrorKind::kValueError,
                 "max_seqlen=4 < 5 = seq_lens[1]: max_seqlen must be at least the longest "
                 "sequence");
   ExpectPyError(CheckMaxSeqlen(IntValue({700}), 720, "sequence_lengths[1]").status(),

@@ -57,12 +57,16 @@ absl::StatusOr<std::vector<int64_t>> CheckTokenOffsets(const Tensor& cu, absl::s
 // A max_seqlen given as an int or a one-element integer tensor, checked to
 // be a non-negative integer no smaller than `longest` (the longest real
 // sequence, described by `longest_source` in messages). Floats, strings,
-// bools and None are rejected: hardened mode never guesses.
+// bools and None are rejected: hardened mode never guesses. `name` is the
+// argument as the caller spelled it ("max_seqlen",
+// "forward_metadata.flashinfer_max_seqlen", "cu_seqlens[1]").
 absl::StatusOr<int64_t> CheckMaxSeqlen(const Value& max_seqlen, int64_t longest,
-                                       absl::string_view longest_source);
+                                       absl::string_view longest_source,
+                                       absl::string_view name = "max_seqlen");
 
-// Sequence lengths (1 to 4 dims, integer dtype) as host integers, each
-// non-negative. Reads the tensor on the host.
+// Sequence lengths (an integer tensor of any shape, read flattened, as
+// `.view(-1)` does) as host integers, each non-negative. Reads the tensor on
+// the host.
 absl::StatusOr<std::vector<int64_t>> CheckSequenceLengths(const Value& sequence_lengths);
 
 // Rule 25: element offsets are int32 in the kernels, so

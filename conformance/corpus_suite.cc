@@ -1,0 +1,76 @@
+#include "varlen/conformance/corpus_suite.h"
+
+#include <cctype>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "varlen/backend/registry.h"
+#include "varlen/cases/case_json.h"
+#include "varlen/cases/executor.h"
+#include "varlen/cases/report.h"
+
+namespace varlen {
+namespace {
+
+// GoogleTest names allow letters, digits and underscores.
+std::string TestName(const std::string& name) {
+  std::string out;
+  for (char c : name) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
+  return out;
+}
+
+class CorpusCaseTest : public testing::Test {
+ public:
+  CorpusCaseTest(std::shared_ptr<const Case> c, std::string file, const Backend* backend)
+      : case_(std::move(c)), file_(std::move(file)), backend_(backend) {}
+
+  void TestBody() override {
+    const Outcome outcome = RunCase(*case_, *backend_);
+    if (outcome.verdict == Verdict::kUnsupported) {
+      GTEST_SKIP() << backend_->name() << ": " << outcome.unsupported.message();
+    }
+    EXPECT_EQ(outcome.verdict, Verdict::kPass) << FormatOutcomeText(*case_, file_, outcome);
+  }
+
+ private:
+  std::shared_ptr<const Case> case_;
+  std::string file_;
+  const Backend* backend_;
+};
+
+}  // namespace
+
+absl::Status RegisterCorpusTests(const std::string& corpus_dir,
+                                 const std::vector<std::string>& backend_names) {
+  std::vector<const Backend*> backends;
+  if (backend_names.empty()) {
+    backends = AllBackends();
+  } else {
+    for (const std::string& name : backend_names) {
+      const Backend* backend = FindBackend(name);
+      if (backend == nullptr) {
+        return absl::NotFoundError(absl::StrCat("no backend named \"", name, "\""));
+      }
+      backends.push_back(backend);
+    }
+  }
+  VARLEN_ASSIGN_OR_RETURN(std::vector<std::string> files, ListCaseFiles({corpus_dir}));
+  if (files.empty()) {
+    return absl::NotFoundError(absl::StrCat(corpus_dir, ": no case files"));
+  }
+  for (const std::string& file : files) {
+    VARLEN_ASSIGN_OR_RETURN(Case loaded, LoadCaseFile(file));
+    auto c = std::make_shared<const Case>(std::move(loaded));
+    for (const Backend* backend : backends) {
+      testing::RegisterTest("Corpus", absl::StrCat(TestName(c->name), "/", backend->name()).c_str(),
+                            nullptr, nullptr, file.c_str(), 0,
+                            [c, file, backend]() -> testing::Test* {
+                              return new CorpusCaseTest(c, file, backend);
+                            });
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace varlen

@@ -1,0 +1,188 @@
+#include "varlen/conformance/generators.h"
+
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "varlen/cases/case_json.h"
+
+namespace varlen {
+namespace {
+
+rc::Gen<DType> GenFloatDType() {
+  return rc::gen::element(DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64);
+}
+
+rc::Gen<TensorLiteral> GenIntTensorLiteral(const std::vector<int64_t>& hint) {
+  return rc::gen::exec([hint] {
+    TensorLiteral t;
+    t.dtype = *rc::gen::element(DType::kInt32, DType::kInt64);
+    t.device = *rc::gen::element(Device::kCpu, Device::kCuda);
+    t.ints = *rc::gen::weightedOneOf<std::vector<int64_t>>(
+        {{3, rc::gen::just(hint)},
+         {1, rc::gen::container<std::vector<int64_t>>(rc::gen::inRange<int64_t>(-3, 2000))}});
+    if (*rc::gen::inRange(0, 4) == 0) t.shape = Shape{static_cast<int64_t>(t.ints.size()), 1, 1, 1};
+    return t;
+  });
+}
+
+// Any Python value a caller might pass, biased toward plausible ones.
+rc::Gen<ArgLiteral> GenArg(const std::vector<int64_t>& offsets, int depth) {
+  return rc::gen::exec([offsets, depth] {
+    const int kind = *rc::gen::inRange(0, depth > 0 ? 9 : 8);
+    switch (kind) {
+      case 0:
+        return ArgLiteral::None();
+      case 1: {
+        ArgLiteral a;
+        a.kind = ArgLiteral::Kind::kBool;
+        a.b = *rc::gen::arbitrary<bool>();
+        return a;
+      }
+      case 2:
+        return ArgLiteral::Int(*rc::gen::inRange<int64_t>(-5, 5000));
+      case 3:
+        return ArgLiteral::Float(*rc::gen::element(5.9, 720.0, -1.5, 0.0, 4096.0));
+      case 4:
+        return ArgLiteral::Str(*rc::gen::element<std::string>("4096", " 17 ", "17.0", "", "auto", "1_000"));
+      case 5:
+      case 6:
+        return ArgLiteral::Tensor(*GenIntTensorLiteral(offsets));
+      case 7: {
+        ArgLiteral a;
+        a.kind = ArgLiteral::Kind::kSingletonCache;
+        a.cache_has_data = *rc::gen::arbitrary<bool>();
+        if (a.cache_has_data) a.tensor = *GenIntTensorLiteral(offsets);
+        return a;
+      }
+      default: {
+        ArgLiteral a;
+        a.kind = ArgLiteral::Kind::kList;
+        a.list = *rc::gen::container<std::vector<ArgLiteral>>(*rc::gen::inRange(0, 4),
+                                                              GenArg(offsets, depth - 1));
+        return a;
+      }
+    }
+  });
+}
+
+}  // namespace
+
+std::vector<int64_t> OffsetsOf(const std::vector<int64_t>& lengths) {
+  std::vector<int64_t> offsets = {0};
+  for (int64_t length : lengths) offsets.push_back(offsets.back() + length);
+  return offsets;
+}
+
+rc::Gen<std::vector<int64_t>> GenSeqLens(const GeometryLimits& limits) {
+  return rc::gen::exec([limits] {
+    const int count = *rc::gen::inRange(1, limits.max_sequences + 1);
+    std::vector<int64_t> lengths;
+    for (int i = 0; i < count; ++i) {
+      const bool zero = limits.allow_zero_lengths && *rc::gen::inRange(0, 6) == 0;
+      lengths.push_back(zero ? 0 : *rc::gen::inRange<int64_t>(1, limits.max_len + 1));
+    }
+    return lengths;
+  });
+}
+
+rc::Gen<Geometry> GenGeometry(const GeometryLimits& limits) {
+  return rc::gen::exec([limits] {
+    Geometry g;
+    g.seq_lens = *GenSeqLens(limits);
+    g.num_heads = *rc::gen::inRange(1, limits.max_heads + 1);
+    std::vector<int64_t> divisors;
+    for (int64_t d = 1; d <= g.num_heads; ++d) {
+      if (g.num_heads % d == 0) divisors.push_back(d);
+    }
+    g.num_kv_heads = *rc::gen::elementOf(divisors);
+    g.head_dim = *rc::gen::inRange(1, limits.max_head_dim + 1);
+    g.head_dim_v = *rc::gen::weightedOneOf<int64_t>(
+        {{3, rc::gen::just(g.head_dim)}, {1, rc::gen::inRange<int64_t>(1, limits.max_head_dim + 1)}});
+    g.dtype = *GenFloatDType();
+    return g;
+  });
+}
+
+rc::Gen<Case> GenCase(const GeometryLimits& limits) {
+  return rc::gen::exec([limits] {
+    Case c;
+    c.name = absl::StrCat("generated-", *rc::gen::inRange(0, 1000000));
+    c.source = "generated";
+    c.description = *rc::gen::element<std::string>("", "a generated case", "quotes \" and \\ and \n");
+    c.mode = *rc::gen::element(Mode::kFaithful, Mode::kHardened);
+    c.geometry = *GenGeometry(limits);
+    if (*rc::gen::inRange(0, 4) == 0) c.geometry.softmax_scale = *rc::gen::element(0.125, 1.0, 0.3);
+    c.data.seed = *rc::gen::arbitrary<uint64_t>();
+    c.data.distribution = *rc::gen::element(Distribution::kNormal, Distribution::kUniform,
+                                            Distribution::kSparseSmallIntegers,
+                                            Distribution::kLargeLogits);
+    const std::vector<int64_t> offsets = OffsetsOf(c.geometry.seq_lens);
+    CallSpec& call = c.call;
+    call.profile = *rc::gen::element(Profile::kFlashinferCudnn, Profile::kFa3, Profile::kTritonAttn,
+                                     Profile::kSdpa);
+    const int64_t tokens = c.geometry.total_tokens();
+    call.entry = tokens > 0 && *rc::gen::arbitrary<bool>() ? Entry::kLayer : Entry::kDirect;
+    call.graph_mode = *rc::gen::inRange(0, 5) == 0;
+    call.cu_seqlens = *GenArg(offsets, 1);
+    if (*rc::gen::inRange(0, 3) == 0) {
+      MetadataSpec m;
+      m.builder = *rc::gen::element(MetadataSpec::Builder::kPlain, MetadataSpec::Builder::kFlashinferCudnn,
+                                    MetadataSpec::Builder::kManual);
+      m.device = *rc::gen::element(Device::kCpu, Device::kCuda);
+      m.cu_seqlens = ArgLiteral::Tensor(*GenIntTensorLiteral(offsets));
+      if (m.builder == MetadataSpec::Builder::kFlashinferCudnn) {
+        m.elem_per_token = *rc::gen::inRange<int64_t>(0, 2048);
+      } else {
+        m.max_seqlen = *GenArg(offsets, 0);
+        if (m.builder == MetadataSpec::Builder::kManual) m.seq_lens = *GenArg(offsets, 0);
+        m.packed_indptrs = *GenArg(offsets, 0);
+        m.sequence_lengths = *GenArg(offsets, 0);
+        m.flashinfer_max_seqlen = *GenArg(offsets, 0);
+      }
+      call.forward_metadata = m;
+    }
+    for (const char* key : {"sequence_lengths", "max_seqlen", "output_ws", "softmax_scale"}) {
+      if (*rc::gen::arbitrary<bool>()) {
+        ArgLiteral value = *GenArg(offsets, 1);
+        if (std::string(key) == "output_ws" && *rc::gen::arbitrary<bool>()) {
+          value = ArgLiteral();
+          value.kind = ArgLiteral::Kind::kEmptyLikeQ;
+        }
+        call.kwargs.emplace_back(key, std::move(value));
+      }
+    }
+    std::sort(call.kwargs.begin(), call.kwargs.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
+    call.sdpa.flatten_batch = *rc::gen::arbitrary<bool>();
+    call.sdpa.softmax_in_single_precision = *rc::gen::arbitrary<bool>();
+    if (call.entry == Entry::kDirect && *rc::gen::inRange(0, 4) == 0) {
+      call.bsz = *rc::gen::inRange<int64_t>(1, 4);
+      call.seq_len = *rc::gen::inRange<int64_t>(0, 50);
+    }
+    if (*rc::gen::arbitrary<bool>()) {
+      Expectation e;
+      e.outcome = *rc::gen::element(Expectation::Outcome::kError, Expectation::Outcome::kSuccess,
+                                    Expectation::Outcome::kSilentCorruption);
+      if (e.outcome == Expectation::Outcome::kError) {
+        e.error_kind = *rc::gen::element(PyErrorKind::kRuntimeError, PyErrorKind::kTypeError,
+                                         PyErrorKind::kValueError, PyErrorKind::kAssertionError);
+        e.message = *rc::gen::element<std::string>("sequence_lengths must be a torch.Tensor", "", "x'y\"z");
+      }
+      if (*rc::gen::arbitrary<bool>()) e.host_syncs = *rc::gen::inRange(0, 4);
+      if (*rc::gen::arbitrary<bool>()) e.resolved = {{"max_seqlen", *rc::gen::inRange(0, 5000)}};
+      c.expect = e;
+    }
+    return c;
+  });
+}
+
+void showValue(const Geometry& g, std::ostream& os) {
+  Case c;
+  c.geometry = g;
+  os << CaseToJson(c)["geometry"].dump();
+}
+
+void showValue(const Case& c, std::ostream& os) { os << WriteCase(c); }
+
+}  // namespace varlen

@@ -1,0 +1,56 @@
+// File: varlen/conformance/generators.h
+// -----------------------------------------------------------------------------
+//
+// RapidCheck generators for the harness's inputs, with shrinking built in:
+// a failing property shrinks toward fewer and shorter sequences, fewer heads
+// and smaller head dims.
+//
+//   GenSeqLens      per-sequence token counts, zeros included
+//   GenGeometry     a ground-truth geometry small enough to run on a CPU
+//   GenCase         a valid Case of any profile, mode, entry and argument
+//                   forms (for format and robustness properties)
+//
+// Example:
+//   RC_GTEST_PROP(MySuite, Holds, ()) {
+//     const varlen::Geometry g = *varlen::GenGeometry();
+//     ...
+//   }
+
+#ifndef VARLEN_CONFORMANCE_GENERATORS_H_
+#define VARLEN_CONFORMANCE_GENERATORS_H_
+
+#include <cstdint>
+#include <ostream>
+#include <vector>
+
+#include "rapidcheck.h"
+#include "varlen/cases/case.h"
+
+namespace varlen {
+
+struct GeometryLimits {
+  int max_sequences = 6;
+  int64_t max_len = 40;
+  int max_heads = 4;
+  int max_head_dim = 16;
+  bool allow_zero_lengths = true;
+};
+
+// At least one sequence; lengths in [0, max_len] (no zeros unless allowed).
+rc::Gen<std::vector<int64_t>> GenSeqLens(const GeometryLimits& limits = {});
+
+rc::Gen<Geometry> GenGeometry(const GeometryLimits& limits = {});
+
+// Any valid case (ValidateCase passes), geometry within `limits`.
+rc::Gen<Case> GenCase(const GeometryLimits& limits = {});
+
+// The token offsets [0, l0, l0+l1, ...] of `lengths`.
+std::vector<int64_t> OffsetsOf(const std::vector<int64_t>& lengths);
+
+// How RapidCheck prints counterexamples.
+void showValue(const Geometry& g, std::ostream& os);
+void showValue(const Case& c, std::ostream& os);
+
+}  // namespace varlen
+
+#endif  // VARLEN_CONFORMANCE_GENERATORS_H_
