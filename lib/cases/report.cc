@@ -43,6 +43,8 @@ std::string ArgText(const ArgLiteral& a) {
                             : "SingletonCache(data=None)";
   }
   if (a.kind == ArgLiteral::Kind::kEmptyLikeQ) return "torch.empty_like(q)";
+  if (a.kind == ArgLiteral::Kind::kNone) return "None";
+  if (a.kind == ArgLiteral::Kind::kBool) return a.b ? "True" : "False";
   if (a.kind == ArgLiteral::Kind::kStr) return PyStrRepr(a.s);
   if (a.kind == ArgLiteral::Kind::kFloat) return PyFloatRepr(a.f);
   return ArgLiteralToJson(a).dump();

@@ -107,7 +107,8 @@ absl::StatusOr<VisionAttentionMetadata> PrepareFlashinferCudnnMetadata(
                                       ": it must be positive (heads_per_rank * head_dim)"));
     }
     VARLEN_ASSIGN_OR_RETURN(std::vector<int64_t> offsets, CheckBuilderOffsets(cu_seqlens));
-    VARLEN_RETURN_IF_ERROR(CheckElementOffsetsFitInt32(offsets.back(), elem_per_token));
+    VARLEN_RETURN_IF_ERROR(CheckElementOffsetsFitInt32(offsets.back(), "cu_seqlens[-1]",
+                                                       elem_per_token, "elem_per_token"));
     stamp = StampFor(offsets, elem_per_token);
   }
   VARLEN_ASSIGN_OR_RETURN(Tensor cu_input, AsTensorForTo(cu_seqlens));

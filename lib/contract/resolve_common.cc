@@ -147,6 +147,33 @@ Longest LongestOfOffsets(const std::vector<int64_t>& offsets, absl::string_view 
   return longest;
 }
 
+absl::StatusOr<Tensor> HardenedResolveSeqlens(const ResolveContext& ctx) {
+  const AttentionCall& call = ctx.call;
+  const Value& cu = call.cu_seqlens;
+  const bool uniform = cu.is_none() || (cu.kind() == Value::Kind::kSingletonCache &&
+                                        !cu.as_cache()->data.has_value());
+  if (uniform && call.seq_len == 0) {
+    ctx.Note("cu_seqlens not given and seq_len=0: an empty batch, all-zero offsets");
+    Tensor zeros = Tensor::Zeros(DType::kInt32, call.q.device(), {call.bsz + 1});
+    if (!cu.is_none()) cu.as_cache()->set_data(zeros);
+    return zeros;
+  }
+  if (!cu.is_none() && !cu.is_tensor() && cu.kind() != Value::Kind::kSingletonCache) {
+    return PythonError(PyErrorKind::kTypeError,
+                       absl::StrCat("cu_seqlens=", cu.Repr(), " is a ", cu.TypeName(),
+                                    ": outside cuda-graph mode it must be a tensor of token "
+                                    "offsets, a SingletonCache or None"));
+  }
+  return ResolveSeqlens(cu, call.bsz, call.seq_len, call.q.device());
+}
+
+absl::Status CheckGraphModeList(const Value& cu_seqlens, absl::string_view layout) {
+  if (cu_seqlens.kind() == Value::Kind::kList) return absl::OkStatus();
+  return PythonError(PyErrorKind::kTypeError,
+                     absl::StrCat("cu_seqlens=", cu_seqlens.Repr(), " is a ", cu_seqlens.TypeName(),
+                                  ": in cuda-graph mode it must be the list ", layout));
+}
+
 absl::StatusOr<Value> ListItem(const Value& list, size_t index) {
   if (index >= list.as_list().size()) {
     return PythonError(PyErrorKind::kIndexError, "list index out of range");

@@ -59,7 +59,7 @@ absl::StatusOr<Fa3Args> ResolveHardened(const ResolveContext& ctx) {
                          "forward_metadata.max_seqlen=None: prepared metadata must carry an int");
     }
   } else if (call.graph_mode) {
-    if (call.cu_seqlens.kind() != Value::Kind::kList) return GraphListError();
+    VARLEN_RETURN_IF_ERROR(CheckGraphModeList(call.cu_seqlens, "[cu_seqlens, max_seqlen]"));
     if (call.cu_seqlens.as_list().size() != 2) {
       return PythonError(PyErrorKind::kValueError,
                          absl::StrCat("cu_seqlens is a list of ", call.cu_seqlens.as_list().size(),
@@ -78,8 +78,7 @@ absl::StatusOr<Fa3Args> ResolveHardened(const ResolveContext& ctx) {
     }
   } else {
     ctx.Note("source: cu_seqlens via resolve_seqlens; validated, cast to int32 on q's device");
-    VARLEN_ASSIGN_OR_RETURN(
-        Tensor cu, ResolveSeqlens(call.cu_seqlens, call.bsz, call.seq_len, call.q.device()));
+    VARLEN_ASSIGN_OR_RETURN(Tensor cu, HardenedResolveSeqlens(ctx));
     VARLEN_ASSIGN_OR_RETURN(checked, CheckCuSeqlensForKernel(ctx, cu, "cu_seqlens", tokens,
                                                              /*may_cast=*/true));
     max_seqlen = ctx.kwargs.get("max_seqlen");

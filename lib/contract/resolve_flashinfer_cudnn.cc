@@ -230,7 +230,7 @@ absl::StatusOr<FlashinferCudnnArgs> ResolveHardened(const ResolveContext& ctx) {
         ": flashinfer_cudnn offsets v with the q/k width, so head dims must match"));
   }
   const int64_t width = q3.size(1) * q3.size(2);
-  VARLEN_RETURN_IF_ERROR(CheckElementOffsetsFitInt32(tokens, width));
+  VARLEN_RETURN_IF_ERROR(CheckElementOffsetsFitInt32(tokens, "q.shape[0]", width, "heads*head_dim"));
 
   const auto& metadata = call.forward_metadata;
   if (metadata.has_value() && !metadata->packed_indptrs.is_none()) {
@@ -274,8 +274,7 @@ absl::StatusOr<FlashinferCudnnArgs> ResolveHardened(const ResolveContext& ctx) {
   const Value sequence_lengths = ctx.kwargs.get("sequence_lengths");
   if (sequence_lengths.is_none()) {
     ctx.Note("sequence_lengths not given: derived from the diffs of token cu_seqlens");
-    VARLEN_ASSIGN_OR_RETURN(
-        Tensor cu, ResolveSeqlens(call.cu_seqlens, call.bsz, call.seq_len, call.q.device()));
+    VARLEN_ASSIGN_OR_RETURN(Tensor cu, HardenedResolveSeqlens(ctx));
     VARLEN_ASSIGN_OR_RETURN(std::vector<int64_t> offsets,
                             CheckTokenOffsets(cu, "cu_seqlens", tokens));
     VARLEN_ASSIGN_OR_RETURN(int64_t max_int,

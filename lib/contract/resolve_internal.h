@@ -70,6 +70,15 @@ absl::StatusOr<int64_t> CheckOrDeriveMaxSeqlen(const ResolveContext& ctx, const 
 // offsets that bound it ("cu_seqlens[2] - cu_seqlens[1]").
 Longest LongestOfOffsets(const std::vector<int64_t>& offsets, absl::string_view name);
 
+// Hardened resolve_seqlens: the same sources (a tensor, a SingletonCache, or
+// None for uniform offsets from bsz and seq_len), with a TypeError that names
+// the value for anything else, and all-zero offsets for an empty batch where
+// SGLang's arange(0, 0, step=0) raises.
+absl::StatusOr<Tensor> HardenedResolveSeqlens(const ResolveContext& ctx);
+
+// Hardened: the graph-mode list check, naming the value and the layout.
+absl::Status CheckGraphModeList(const Value& cu_seqlens, absl::string_view layout);
+
 // Python's `lst[i]` on a graph-mode list.
 absl::StatusOr<Value> ListItem(const Value& list, size_t index);
 

@@ -82,7 +82,15 @@ absl::StatusOr<SdpaArgs> ResolveHardened(const ResolveContext& ctx) {
   args.bsz = call.bsz;
   args.tokens_per_item = tokens / call.bsz;
   args.scale = ConstructionScale(call);
-  NoteIgnoredScale(ctx);
+  VARLEN_ASSIGN_OR_RETURN(const double requested, ResolveSoftmaxScale(ctx, call.q.size(-1)));
+  if (requested != args.scale) {
+    return PythonError(PyErrorKind::kValueError,
+                       absl::StrCat("softmax_scale=", ctx.kwargs.get("softmax_scale").Repr(),
+                                    " differs from the scale sdpa was constructed with (",
+                                    PyFloatRepr(args.scale),
+                                    "): sdpa ignores the per-call scale, so it must be set at "
+                                    "construction"));
+  }
   if (call.cu_seqlens.is_none()) {
     if (call.sdpa.softmax_in_single_precision) {
       return PythonError(PyErrorKind::kValueError,

@@ -118,7 +118,13 @@ absl::StatusOr<TritonArgs> ResolveHardened(const ResolveContext& ctx) {
                          "forward_metadata.max_seqlen=None: prepared metadata must carry an int");
     }
   } else if (call.graph_mode) {
-    VARLEN_RETURN_IF_ERROR(CheckGraphModeArguments(ctx));
+    if (!ctx.kwargs.contains("output_ws")) {
+      return PythonError(PyErrorKind::kValueError,
+                         "output_ws is absent: in cuda-graph mode triton_attn writes into a "
+                         "preallocated output_ws shaped like q");
+    }
+    VARLEN_RETURN_IF_ERROR(
+        CheckGraphModeList(call.cu_seqlens, "[cu_seqlens, seq_lens, max_seqlen]"));
     const Value output_ws = ctx.kwargs.get("output_ws");
     if (!output_ws.is_tensor() || output_ws.as_tensor().shape() != call.q.shape() ||
         output_ws.as_tensor().dtype() != call.q.dtype()) {
@@ -152,8 +158,7 @@ absl::StatusOr<TritonArgs> ResolveHardened(const ResolveContext& ctx) {
     }
   } else {
     ctx.Note("source: cu_seqlens via resolve_seqlens; validated, cast to int32 on q's device");
-    VARLEN_ASSIGN_OR_RETURN(
-        Tensor cu, ResolveSeqlens(call.cu_seqlens, call.bsz, call.seq_len, call.q.device()));
+    VARLEN_ASSIGN_OR_RETURN(Tensor cu, HardenedResolveSeqlens(ctx));
     VARLEN_ASSIGN_OR_RETURN(checked, CheckCuSeqlensForKernel(ctx, cu, "cu_seqlens", tokens,
                                                              /*may_cast=*/true));
     const Value sequence_lengths = ctx.kwargs.get("sequence_lengths");

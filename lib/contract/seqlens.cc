@@ -172,10 +172,11 @@ absl::StatusOr<std::vector<int64_t>> CheckSequenceLengths(const Value& sequence_
   return lengths;
 }
 
-absl::Status CheckElementOffsetsFitInt32(int64_t total_tokens, int64_t elem_per_token) {
+absl::Status CheckElementOffsetsFitInt32(int64_t total_tokens, absl::string_view tokens_name,
+                                         int64_t elem_per_token, absl::string_view elem_name) {
   if (elem_per_token > 0 && total_tokens > kInt32Max / elem_per_token) {
     return HardenedValueError(absl::StrCat(
-        "total tokens ", total_tokens, " x elements per token ", elem_per_token, " = ",
+        tokens_name, "=", total_tokens, " tokens x ", elem_name, "=", elem_per_token, " = ",
         total_tokens * elem_per_token,
         " > 2147483647: element offsets must fit in int32 (at most ", kInt32Max / elem_per_token,
         " tokens at this width)"));

@@ -48,6 +48,7 @@ AttentionCall Call(const std::vector<int64_t>& cu, int64_t heads, int64_t dim,
   call.k = Tensor::ShapeOnly(DType::kBFloat16, kCuda, {tokens, kv_heads, dim});
   call.v = Tensor::ShapeOnly(DType::kBFloat16, kCuda, {tokens, kv_heads, dim});
   call.seq_len = tokens;
+  call.sdpa.flatten_batch = true;  // as Qwen-style encoders construct sdpa
   call.cu_seqlens = Value::FromTensor(IntTensor(cu));
   return call;
 }
@@ -258,7 +259,7 @@ TEST(HardenedRejects, ElementOffsetsBeyondInt32) {
   AttentionCall call = Call({0, 1864136}, 16, 72);
   ExpectPyError(Resolve(call, Profile::kFlashinferCudnn, Mode::kHardened).status,
                 PyErrorKind::kValueError,
-                "total tokens 1864136 x elements per token 1152 = 2147484672 > 2147483647: "
+                "q.shape[0]=1864136 tokens x heads*head_dim=1152 = 2147484672 > 2147483647: "
                 "element offsets must fit in int32 (at most 1864135 tokens at this width)");
 }
 
@@ -417,7 +418,7 @@ TEST(HardenedVsFaithful, WrappedElementOffsets) {
   EXPECT_EQ(ArgsOf<FlashinferCudnnArgs>(faithful).batch_offsets_qk.IntAt(1), -2147482624);
   ExpectPyError(Resolve(call, Profile::kFlashinferCudnn, Mode::kHardened).status,
                 PyErrorKind::kValueError,
-                "total tokens 1864136 x elements per token 1152 = 2147484672 > 2147483647: "
+                "q.shape[0]=1864136 tokens x heads*head_dim=1152 = 2147484672 > 2147483647: "
                 "element offsets must fit in int32 (at most 1864135 tokens at this width)");
 }
 
@@ -441,6 +442,61 @@ TEST(HardenedVsFaithful, SequenceLengthsThatDisagreeWithCu) {
                 PyErrorKind::kValueError,
                 "sequence_lengths[1]=4 != 5 = cu_seqlens[2] - cu_seqlens[1]: lengths must match "
                 "the offsets");
+}
+
+}  // namespace
+}  // namespace varlen
+
+namespace varlen {
+namespace {
+
+TEST(HardenedRejects, SdpaPerCallScaleThatWouldBeIgnored) {
+  AttentionCall call = SmallCall();
+  call.kwargs.set("softmax_scale", Value::Float(0.25));
+  ExpectPyError(Resolve(call, Profile::kSdpa, Mode::kHardened).status, PyErrorKind::kValueError,
+                "softmax_scale=0.25 differs from the scale sdpa was constructed with (0.5): sdpa "
+                "ignores the per-call scale, so it must be set at construction");
+  call.kwargs.set("softmax_scale", Value::Float(0.5));  // the construction scale, 4 ** -0.5
+  EXPECT_TRUE(Resolve(call, Profile::kSdpa, Mode::kHardened).status.ok());
+}
+
+TEST(HardenedRejects, ListCuSeqlensOutsideGraphModeNamesTheValue) {
+  for (Profile profile : {Profile::kFa3, Profile::kTritonAttn, Profile::kFlashinferCudnn}) {
+    AttentionCall call = SmallCall();
+    call.cu_seqlens = Value::List({Value::Int(0), Value::Int(3), Value::Int(8), Value::Int(10)});
+    ExpectPyError(Resolve(call, profile, Mode::kHardened).status, PyErrorKind::kTypeError,
+                  "cu_seqlens=[0, 3, 8, 10] is a list: outside cuda-graph mode it must be a tensor "
+                  "of token offsets, a SingletonCache or None");
+  }
+}
+
+TEST(HardenedEmptyBatch, UniformOffsetsForZeroTokensAreAllZero) {
+  AttentionCall call = Call({0}, 2, 4);
+  call.cu_seqlens = Value::None();
+  call.seq_len = 0;
+  EXPECT_EQ(FormatPythonError(Resolve(call, Profile::kFa3, Mode::kFaithful).status),
+            "RuntimeError: step must be nonzero");
+  Resolution r = Resolve(call, Profile::kFa3, Mode::kHardened);
+  ASSERT_TRUE(r.status.ok()) << FormatPythonError(r.status);
+  EXPECT_EQ(Ints(ArgsOf<Fa3Args>(r).cu_seqlens), (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(ArgsOf<Fa3Args>(r).max_seqlen.as_int(), 0);
+}
+
+TEST(HardenedGraphMode, MessagesNameTheValueAndTheLayout) {
+  AttentionCall call = SmallCall();
+  call.graph_mode = true;
+  ExpectPyError(Resolve(call, Profile::kTritonAttn, Mode::kHardened).status,
+                PyErrorKind::kValueError,
+                "output_ws is absent: in cuda-graph mode triton_attn writes into a preallocated "
+                "output_ws shaped like q");
+  call.kwargs.set("output_ws", Value::None());
+  ExpectPyError(Resolve(call, Profile::kTritonAttn, Mode::kHardened).status,
+                PyErrorKind::kTypeError,
+                "cu_seqlens=tensor([0, 3, 8, 10], dtype=int32, device=cuda) is a Tensor: in "
+                "cuda-graph mode it must be the list [cu_seqlens, seq_lens, max_seqlen]");
+  ExpectPyError(Resolve(call, Profile::kFa3, Mode::kHardened).status, PyErrorKind::kTypeError,
+                "cu_seqlens=tensor([0, 3, 8, 10], dtype=int32, device=cuda) is a Tensor: in "
+                "cuda-graph mode it must be the list [cu_seqlens, max_seqlen]");
 }
 
 }  // namespace

@@ -296,7 +296,7 @@ TEST(FlashinferBuilderHardened, RejectsElementOffsetsThatWrap) {
   ExpectPyError(
       PrepareFlashinferCudnnMetadata(Cu({0, 2000000}), kCuda, 1152, Mode::kHardened).status(),
       PyErrorKind::kValueError,
-      "total tokens 2000000 x elements per token 1152 = 2304000000 > 2147483647: "
+      "cu_seqlens[-1]=2000000 tokens x elem_per_token=1152 = 2304000000 > 2147483647: "
       "element offsets must fit in int32 (at most 1864135 tokens at this width)");
   EXPECT_TRUE(PrepareFlashinferCudnnMetadata(Cu({0, 1864135}), kCuda, 1152, Mode::kHardened).ok());
 }

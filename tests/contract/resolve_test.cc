@@ -58,6 +58,7 @@ AttentionCall Call(Entry entry = Entry::kDirect, DType dtype = DType::kInt32,
     *t = Tensor::ShapeOnly(DType::kBFloat16, kCuda, {10, 2, 4});
   }
   call.seq_len = 10;
+  call.sdpa.flatten_batch = true;  // as Qwen-style encoders construct sdpa
   call.cu_seqlens = Value::FromTensor(IntTensor({0, 3, 8, 10}, dtype, cu_device));
   call.entry = entry;
   return call;

@@ -59,6 +59,7 @@ AttentionCall CallWithShape(const Shape& shape, Device device = kCuda) {
   call.k = Tensor::ShapeOnly(DType::kBFloat16, device, shape);
   call.v = Tensor::ShapeOnly(DType::kBFloat16, device, shape);
   call.seq_len = shape[0];
+  call.sdpa.flatten_batch = true;  // as Qwen-style encoders construct sdpa
   return call;
 }
 
@@ -756,9 +757,9 @@ TEST(ContractRule24, TooSmallMaxSeqlenIsSilentWhenFaithfulAndRejectedWhenHardene
 
 TEST(ContractRule25, ElementOffsetsBeyondInt32) {
   // At 1152 elements per token, 1,864,135 tokens is the last count that fits.
-  EXPECT_TRUE(CheckElementOffsetsFitInt32(1864135, 1152).ok());
-  ExpectPyError(CheckElementOffsetsFitInt32(1864136, 1152), PyErrorKind::kValueError,
-                "total tokens 1864136 x elements per token 1152 = 2147484672 > 2147483647: "
+  EXPECT_TRUE(CheckElementOffsetsFitInt32(1864135, "cu_seqlens[-1]", 1152, "elem_per_token").ok());
+  ExpectPyError(CheckElementOffsetsFitInt32(1864136, "cu_seqlens[-1]", 1152, "elem_per_token"), PyErrorKind::kValueError,
+                "cu_seqlens[-1]=1864136 tokens x elem_per_token=1152 = 2147484672 > 2147483647: "
                 "element offsets must fit in int32 (at most 1864135 tokens at this width)");
 
   auto faithful = [](const std::vector<int64_t>& lengths) {
@@ -785,13 +786,13 @@ TEST(ContractRule25, ElementOffsetsBeyondInt32) {
                                                1152, Mode::kHardened)
                     .status(),
                 PyErrorKind::kValueError,
-                "total tokens 1864136 x elements per token 1152 = 2147484672 > 2147483647: "
+                "cu_seqlens[-1]=1864136 tokens x elem_per_token=1152 = 2147484672 > 2147483647: "
                 "element offsets must fit in int32 (at most 1864135 tokens at this width)");
   AttentionCall hardened = CallWithShape({1864136, 16, 72});
   hardened.cu_seqlens = Value::FromTensor(IntTensor({0, 1864136}));
   ExpectPyError(Resolve(hardened, Profile::kFlashinferCudnn, Mode::kHardened).status,
                 PyErrorKind::kValueError,
-                "total tokens 1864136 x elements per token 1152 = 2147484672 > 2147483647: "
+                "q.shape[0]=1864136 tokens x heads*head_dim=1152 = 2147484672 > 2147483647: "
                 "element offsets must fit in int32 (at most 1864135 tokens at this width)");
   AttentionCall fits = CallWithShape({1864135, 16, 72});
   fits.cu_seqlens = Value::FromTensor(IntTensor({0, 1864135}));

@@ -405,17 +405,17 @@ TEST(CheckSequenceLengths, RejectsNegativeAndOversizedLengths) {
 // CheckElementOffsetsFitInt32 --------------------------------------------------
 
 TEST(CheckElementOffsetsFitInt32, ExactBoundaries) {
-  EXPECT_TRUE(CheckElementOffsetsFitInt32(1864135, 1152).ok());
-  ExpectPyError(CheckElementOffsetsFitInt32(1864136, 1152), PyErrorKind::kValueError,
-                "total tokens 1864136 x elements per token 1152 = 2147484672 > 2147483647: "
+  EXPECT_TRUE(CheckElementOffsetsFitInt32(1864135, "cu_seqlens[-1]", 1152, "elem_per_token").ok());
+  ExpectPyError(CheckElementOffsetsFitInt32(1864136, "cu_seqlens[-1]", 1152, "elem_per_token"), PyErrorKind::kValueError,
+                "cu_seqlens[-1]=1864136 tokens x elem_per_token=1152 = 2147484672 > 2147483647: "
                 "element offsets must fit in int32 (at most 1864135 tokens at this width)");
-  EXPECT_TRUE(CheckElementOffsetsFitInt32(1398101, 1536).ok());
-  ExpectPyError(CheckElementOffsetsFitInt32(1398102, 1536), PyErrorKind::kValueError,
-                "total tokens 1398102 x elements per token 1536 = 2147484672 > 2147483647: "
+  EXPECT_TRUE(CheckElementOffsetsFitInt32(1398101, "cu_seqlens[-1]", 1536, "elem_per_token").ok());
+  ExpectPyError(CheckElementOffsetsFitInt32(1398102, "cu_seqlens[-1]", 1536, "elem_per_token"), PyErrorKind::kValueError,
+                "cu_seqlens[-1]=1398102 tokens x elem_per_token=1536 = 2147484672 > 2147483647: "
                 "element offsets must fit in int32 (at most 1398101 tokens at this width)");
-  EXPECT_TRUE(CheckElementOffsetsFitInt32(2147483647, 1).ok());
-  EXPECT_TRUE(CheckElementOffsetsFitInt32(0, 1152).ok());
-  EXPECT_TRUE(CheckElementOffsetsFitInt32(1LL << 40, 0).ok());  // 0: no width to check
+  EXPECT_TRUE(CheckElementOffsetsFitInt32(2147483647, "cu_seqlens[-1]", 1, "elem_per_token").ok());
+  EXPECT_TRUE(CheckElementOffsetsFitInt32(0, "cu_seqlens[-1]", 1152, "elem_per_token").ok());
+  EXPECT_TRUE(CheckElementOffsetsFitInt32(1LL << 40, "cu_seqlens[-1]", 0, "elem_per_token").ok());  // 0: no width to check
 }
 
 // FindLongest and OffsetsToLengths ---------------------------------------------

@@ -74,9 +74,10 @@ struct VisionAttentionMetadata {
   std::optional<MetadataStamp> stamp;  // set by hardened builders only
 };
 
-// Options of SGLang's SDPA backend fixed at construction.
+// Options of SGLang's SDPA backend fixed at construction (SGLang's defaults;
+// Qwen-style encoders construct it with flatten_batch=True).
 struct SdpaOptions {
-  bool flatten_batch = true;  // block-diagonal mask over cu_seqlens
+  bool flatten_batch = false;  // block-diagonal mask over cu_seqlens
   bool softmax_in_single_precision = false;
   bool operator==(const SdpaOptions&) const = default;
 };

@@ -70,8 +70,10 @@ absl::StatusOr<int64_t> CheckMaxSeqlen(const Value& max_seqlen, int64_t longest,
 absl::StatusOr<std::vector<int64_t>> CheckSequenceLengths(const Value& sequence_lengths);
 
 // Rule 25: element offsets are int32 in the kernels, so
-// total_tokens * elem_per_token must not exceed INT32_MAX.
-absl::Status CheckElementOffsetsFitInt32(int64_t total_tokens, int64_t elem_per_token);
+// total_tokens * elem_per_token must not exceed INT32_MAX. The names say
+// where each number comes from ("cu_seqlens[-1]", "elem_per_token").
+absl::Status CheckElementOffsetsFitInt32(int64_t total_tokens, absl::string_view tokens_name,
+                                         int64_t elem_per_token, absl::string_view elem_name);
 
 // The index and value of the longest entry ("sequence_lengths[1]=720").
 struct Longest {
