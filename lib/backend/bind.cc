@@ -169,7 +169,11 @@ absl::StatusOr<KernelCall> BindFa3(const AttentionCall& call, const Fa3Args& arg
   KernelCallBuilder builder(call.q, call.k, call.v, args.scale, call.q.dtype());
   const int64_t batch = std::max<int64_t>(cu.numel() - 1, 0);
   for (int64_t b = 0; b < batch; ++b) {
-    builder.AddTokenSequence(cu.IntAt(b), cu.IntAt(b + 1) - cu.IntAt(b));
+    // The kernel computes each length in int32, so wrapped offsets give
+    // wrapped (huge) lengths, not negative ones.
+    const int32_t length = static_cast<int32_t>(static_cast<uint32_t>(cu.IntAt(b + 1)) -
+                                                static_cast<uint32_t>(cu.IntAt(b)));
+    builder.AddTokenSequence(cu.IntAt(b), length);
   }
   builder.LimitRows(GridRows(max_seqlen, kFa3BlockRows));
   return builder.Finish(absl::StrCat(kFunction, ": ", batch, " sequences, max_seqlen=", max_seqlen,

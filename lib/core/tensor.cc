@@ -2,12 +2,29 @@
 
 #include <cassert>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "varlen/core/device_ledger.h"
 
 namespace varlen {
+namespace {
+
+// A float converted to an integer the way x86 and CUDA hardware do it (the
+// "integer indefinite" value for NaN and out-of-range inputs), which is what
+// torch's casts produce; a plain static_cast would be undefined behaviour.
+int64_t FloatToInt(double value, DType dtype) {
+  const double lo = dtype == DType::kInt32 ? -2147483648.0 : -9223372036854775808.0;
+  const double hi = dtype == DType::kInt32 ? 2147483648.0 : 9223372036854775808.0;
+  if (!(value >= lo && value < hi)) {  // NaN fails every comparison
+    return dtype == DType::kInt32 ? std::numeric_limits<int32_t>::min()
+                                  : std::numeric_limits<int64_t>::min();
+  }
+  return static_cast<int64_t>(value);
+}
+
+}  // namespace
 
 int64_t ShapeNumel(const Shape& shape) {
   int64_t n = 1;
@@ -113,7 +130,7 @@ int64_t Tensor::IntAt(int64_t i) const {
     case DType::kBool:
       return data<uint8_t>()[i] != 0;
     default:
-      return static_cast<int64_t>(DoubleAt(i));
+      return FloatToInt(DoubleAt(i), DType::kInt64);
   }
 }
 
@@ -163,8 +180,11 @@ void Tensor::SetDoubleAt(int64_t i, double value) const {
     case DType::kFloat64:
       mutable_data<double>()[i] = value;
       return;
+    case DType::kBool:
+      mutable_data<uint8_t>()[i] = value != 0.0;  // NaN is truthy, as in torch
+      return;
     default:
-      SetIntAt(i, static_cast<int64_t>(value));
+      SetIntAt(i, FloatToInt(value, dtype_));
   }
 }
 
