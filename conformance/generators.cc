@@ -152,8 +152,6 @@ rc::Gen<Case> GenCase(const GeometryLimits& limits) {
         call.kwargs.emplace_back(key, std::move(value));
       }
     }
-    std::sort(call.kwargs.begin(), call.kwargs.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
     call.sdpa.flatten_batch = *rc::gen::arbitrary<bool>();
     call.sdpa.softmax_in_single_precision = *rc::gen::arbitrary<bool>();
     if (call.entry == Entry::kDirect && *rc::gen::inRange(0, 4) == 0) {

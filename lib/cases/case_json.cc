@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <set>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -14,7 +15,8 @@
 namespace varlen {
 namespace {
 
-using json = nlohmann::json;
+// Objects keep their keys in file order (keyword arguments are ordered).
+using json = nlohmann::ordered_json;
 using ojson = nlohmann::ordered_json;
 
 // ---------------------------------------------------------------------------
@@ -601,7 +603,11 @@ absl::Status ValidateCall(const CallSpec& c, const Geometry& g) {
     }
   }
   VARLEN_RETURN_IF_ERROR(ValidateArg(c.cu_seqlens, p + ".cu_seqlens"));
+  std::set<std::string> keys;
   for (const auto& [key, value] : c.kwargs) {
+    if (!keys.insert(key).second) {
+      return PathError(absl::StrCat(p, ".kwargs.", key), "the keyword is given twice");
+    }
     VARLEN_RETURN_IF_ERROR(ValidateArg(value, absl::StrCat(p, ".kwargs.", key)));
   }
   if (c.forward_metadata.has_value()) {
@@ -787,7 +793,7 @@ ojson CaseToJson(const Case& c) {
       expect["message"] = e.message;
     }
     if (e.host_syncs.has_value()) expect["host_syncs"] = *e.host_syncs;
-    if (!e.resolved.is_null()) expect["resolved"] = ojson::parse(e.resolved.dump());
+    if (!e.resolved.is_null()) expect["resolved"] = e.resolved;
     j["expect"] = expect;
   }
   return j;
@@ -824,11 +830,27 @@ absl::Status ValidateCase(const Case& c) {
 }
 
 absl::StatusOr<Case> ParseCase(absl::string_view json_text, absl::string_view origin) {
+  // A repeated key would silently keep its last value: refuse it instead.
+  std::vector<std::set<std::string>> keys_by_object;
+  std::string duplicate;
+  auto track_keys = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) keys_by_object.emplace_back();
+    if (event == json::parse_event_t::object_end) keys_by_object.pop_back();
+    if (event == json::parse_event_t::key && !keys_by_object.back().insert(parsed.get<std::string>()).second &&
+        duplicate.empty()) {
+      duplicate = parsed.get<std::string>();
+    }
+    return true;
+  };
   json j;
   try {
-    j = json::parse(json_text.begin(), json_text.end());
+    j = json::parse(json_text.begin(), json_text.end(), track_keys);
   } catch (const json::parse_error& e) {
     return absl::InvalidArgumentError(absl::StrCat(origin, ": invalid JSON: ", e.what()));
+  }
+  if (!duplicate.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": invalid JSON: the key \"", duplicate, "\" appears twice in one object"));
   }
   absl::StatusOr<Case> c = ReadCase(j);
   if (c.ok()) {

@@ -95,7 +95,7 @@ AttentionCall MaterializeCall(const Case& c, const QkvTensors& qkv) {
 
 // True when every field of `expected` (an object) equals the same field of
 // `actual`, recursively; numbers compare by value.
-bool JsonSubsetMatches(const nlohmann::json& expected, const nlohmann::json& actual,
+bool JsonSubsetMatches(const nlohmann::ordered_json& expected, const nlohmann::ordered_json& actual,
                        const std::string& path, std::string* mismatch) {
   if (expected.is_object()) {
     if (!actual.is_object()) {
@@ -171,8 +171,7 @@ void CheckExpectation(const Case& c, Outcome* outcome) {
       if (!outcome->resolution.has_value() || !outcome->resolution->args.has_value()) {
         mismatches.push_back("expected resolved arguments, but resolution did not succeed");
       } else {
-        const nlohmann::json actual =
-            nlohmann::json::parse(ResolvedArgsToJson(*outcome->resolution->args).dump());
+        const nlohmann::ordered_json actual = ResolvedArgsToJson(*outcome->resolution->args);
         std::string mismatch;
         if (!JsonSubsetMatches(e.resolved, actual, "resolved", &mismatch)) {
           mismatches.push_back(mismatch);

@@ -53,7 +53,7 @@ struct Geometry {
 enum class Distribution {
   kNormal,               // approximately N(0, 1)
   kUniform,              // U[-1, 1)
-  kSparseSmallIntegers,  // 80% zeros, the rest integers in [-2, 2]: exact products
+  kSparseSmallIntegers,  // 80% zeros, else a uniform integer in [-2, 2] (so ~84% zeros)
   kLargeLogits,          // q and k scaled so logits reach about +-1e4
 };
 
@@ -156,7 +156,7 @@ struct Expectation {
   PyErrorKind error_kind = PyErrorKind::kRuntimeError;  // kError
   std::string message;                                  // kError, exact
   std::optional<int> host_syncs;  // performed by resolution
-  nlohmann::json resolved;        // an object: fields the resolved arguments must have
+  nlohmann::ordered_json resolved;  // an object: fields the resolved arguments must have
   bool operator==(const Expectation&) const = default;
 };
 

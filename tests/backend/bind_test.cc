@@ -1,0 +1,516 @@
+// Tests BindForKernel and BindGroundTruth: each profile's kernel entry turned into launch params.
+
+#include "varlen/backend/bind.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "varlen/backend/params.h"
+#include "varlen/contract/call.h"
+#include "varlen/contract/metadata.h"
+#include "varlen/contract/resolve.h"
+#include "varlen/core/status.h"
+#include "varlen/core/tensor.h"
+#include "varlen/core/value.h"
+
+namespace varlen {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::ElementsAreArray;
+
+constexpr Device kCpu = Device::kCpu;
+constexpr Device kCuda = Device::kCuda;
+constexpr int64_t kUnlimited = std::numeric_limits<int64_t>::max();
+
+Value IntTensor(const std::vector<int64_t>& values, DType dtype = DType::kInt32,
+                Device device = kCuda) {
+  return Value::FromTensor(Tensor::FromInts(values, dtype, device));
+}
+
+// q [T, Hq, D], k [T, Hkv, D], v [T, Hkv, Dv], bfloat16 on cuda.
+AttentionCall MakeCall(int64_t tokens, int64_t heads, int64_t kv_heads, int64_t dim,
+                       int64_t dim_v) {
+  AttentionCall call;
+  call.q = Tensor::Zeros(DType::kBFloat16, kCuda, {tokens, heads, dim});
+  call.k = Tensor::Zeros(DType::kBFloat16, kCuda, {tokens, kv_heads, dim});
+  call.v = Tensor::Zeros(DType::kBFloat16, kCuda, {tokens, kv_heads, dim_v});
+  call.seq_len = tokens;
+  return call;
+}
+
+ResolvedArgs ResolveOrDie(const AttentionCall& call, Profile profile) {
+  Resolution r = Resolve(call, profile, Mode::kFaithful);
+  EXPECT_TRUE(r.status.ok()) << FormatPythonError(r.status);
+  if (!r.args.has_value()) return ResolvedArgs{Fa3Args{}};
+  return *r.args;
+}
+
+absl::StatusOr<KernelCall> Bind(const AttentionCall& call, Profile profile) {
+  return BindForKernel(call, ResolveOrDie(call, profile));
+}
+
+template <typename Field>
+std::vector<int64_t> Array(const VarlenAttentionParams& p, Field field) {
+  return std::vector<int64_t>(p.*field, p.*field + p.batch);
+}
+
+std::vector<int64_t> Rows(const VarlenAttentionParams& p) {
+  std::vector<int64_t> rows;
+  for (int b = 0; b < p.batch; ++b) rows.push_back(SequenceAt(p, b).rows);
+  return rows;
+}
+
+std::string ErrorText(const absl::StatusOr<KernelCall>& kernel) {
+  return FormatPythonError(kernel.status());
+}
+
+// ---------------------------------------------------------------------------
+// flashinfer_cudnn
+
+// Sequences [3, 5] with 2 heads of dim 4 (8 elements per token), passed the
+// way a model without metadata would: packed indptrs as cu_seqlens, plus
+// sequence_lengths and max_seqlen. The thirds differ so each can be traced.
+AttentionCall FlashinferKwargsCall(int64_t max_seqlen) {
+  AttentionCall call = MakeCall(8, 2, 2, 4, 4);
+  call.cu_seqlens = IntTensor({0, 24, 64, 100, 124, 164, 200, 224, 264});
+  call.kwargs.set("sequence_lengths", IntTensor({3, 5}));
+  call.kwargs.set("max_seqlen", Value::Int(max_seqlen));
+  return call;
+}
+
+TEST(BindFlashinferCudnnTest, KReadsTheQkOffsetsAndVAndOTheirOwnThirds) {
+  absl::StatusOr<KernelCall> kernel = Bind(FlashinferKwargsCall(5), Profile::kFlashinferCudnn);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  const VarlenAttentionParams p = kernel->params();
+  EXPECT_EQ(p.batch, 2);
+  EXPECT_THAT(Array(p, &VarlenAttentionParams::q_start), ElementsAre(0, 24));
+  EXPECT_THAT(Array(p, &VarlenAttentionParams::k_start), ElementsAre(0, 24));
+  EXPECT_THAT(Array(p, &VarlenAttentionParams::v_start), ElementsAre(100, 124));
+  EXPECT_THAT(Array(p, &VarlenAttentionParams::o_start), ElementsAre(200, 224));
+  EXPECT_THAT(Array(p, &VarlenAttentionParams::seqlen_q), ElementsAre(3, 5));
+  EXPECT_THAT(Array(p, &VarlenAttentionParams::seqlen_k), ElementsAre(3, 5));
+  EXPECT_EQ(p.max_rows_q, 5);
+  EXPECT_EQ(p.max_keys, 5);
+  EXPECT_EQ(p.q_token_stride, 8);
+  EXPECT_EQ(p.q_head_stride, 4);
+  EXPECT_EQ(p.input_dtype, DType::kBFloat16);
+  EXPECT_EQ(p.output_dtype, DType::kBFloat16);
+  EXPECT_DOUBLE_EQ(p.softmax_scale, 0.5);
+  EXPECT_EQ(kernel->description(),
+            "cudnn_batch_prefill_with_kv_cache: 2 sequences, element offsets, "
+            "max_token_per_sequence=5");
+  // The v third points past v: the bounds check catches it before a run.
+  const absl::Status bounds = CheckKernelBounds(p);
+  EXPECT_EQ(bounds.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(bounds.message(),
+            "sequence 0 touches v elements [100, 124) outside the buffer of 64 elements: a GPU "
+            "kernel would read or write foreign memory or fault");
+}
+
+TEST(BindFlashinferCudnnTest, TruncatesAtMaxTokenPerSequence) {
+  absl::StatusOr<KernelCall> kernel = Bind(FlashinferKwargsCall(4), Profile::kFlashinferCudnn);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  const VarlenAttentionParams p = kernel->params();
+  EXPECT_EQ(p.max_rows_q, 4);
+  EXPECT_EQ(p.max_keys, 4);
+  EXPECT_EQ(SequenceAt(p, 0).rows, 3);
+  EXPECT_EQ(SequenceAt(p, 1).rows, 4);
+  EXPECT_EQ(SequenceAt(p, 1).keys, 4);
+}
+
+TEST(BindFlashinferCudnnTest, BuilderMetadataIsPaddedAndBucketed) {
+  // Sequences [2, 3], 4 query heads over 2 kv heads of dim 4: the builder
+  // pads the batch to 8 and buckets the max to 4096. k is read at the q
+  // offsets although its tokens are half as wide, so sequence 1's keys lie
+  // outside k.
+  AttentionCall call = MakeCall(5, 4, 2, 4, 4);
+  absl::StatusOr<VisionAttentionMetadata> metadata =
+      PrepareFlashinferCudnnMetadata(IntTensor({0, 2, 5}), kCuda, 16, Mode::kFaithful);
+  ASSERT_TRUE(metadata.ok()) << metadata.status();
+  call.forward_metadata = *metadata;
+  absl::StatusOr<KernelCall> kernel = Bind(call, Profile::kFlashinferCudnn);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  const VarlenAttentionParams p = kernel->params();
+  EXPECT_EQ(p.batch, 8);
+  EXPECT_THAT(Array(p, &VarlenAttentionParams::seqlen_q), ElementsAre(2, 3, 0, 0, 0, 0, 0, 0));
+  EXPECT_THAT(Array(p, &VarlenAttentionParams::q_start),
+              ElementsAre(0, 32, 80, 80, 80, 80, 80, 80));
+  EXPECT_THAT(Array(p, &VarlenAttentionParams::k_start),
+              ElementsAreArray(Array(p, &VarlenAttentionParams::q_start)));
+  EXPECT_EQ(p.k_token_stride, 8);
+  EXPECT_EQ(p.num_heads_q, 4);
+  EXPECT_EQ(p.num_heads_kv, 2);
+  EXPECT_EQ(p.max_rows_q, 4096);
+  EXPECT_EQ(p.max_keys, 4096);
+  const absl::Status bounds = CheckKernelBounds(p);
+  EXPECT_EQ(bounds.code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(bounds.message(),
+            "sequence 1 touches k elements [32, 56) outside the buffer of 40 elements: a GPU "
+            "kernel would read or write foreign memory or fault");
+}
+
+TEST(BindFlashinferCudnnTest, BatchedInputGivesA4dResult) {
+  // q [2, 4, 2, 4] and v [2, 4, 2, 6]: the kernel sees [8, 2, *], the caller
+  // gets [2, 4, 2, 6] back.
+  AttentionCall call;
+  call.q = Tensor::Zeros(DType::kBFloat16, kCuda, {2, 4, 2, 4});
+  call.k = Tensor::Zeros(DType::kBFloat16, kCuda, {2, 4, 2, 4});
+  call.v = Tensor::Zeros(DType::kBFloat16, kCuda, {2, 4, 2, 6});
+  call.bsz = 2;
+  call.seq_len = 4;
+  call.cu_seqlens = IntTensor({0, 32, 64, 0, 48, 96, 0, 48, 96});
+  call.kwargs.set("sequence_lengths", IntTensor({4, 4}));
+  call.kwargs.set("max_seqlen", Value::Int(4));
+  absl::StatusOr<KernelCall> kernel = Bind(call, Profile::kFlashinferCudnn);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_EQ(kernel->result_shape(), (Shape{2, 4, 2, 6}));
+  EXPECT_EQ(kernel->output().shape(), (Shape{8, 2, 6}));
+  const VarlenAttentionParams p = kernel->params();
+  EXPECT_EQ(p.q_token_stride, 8);
+  EXPECT_EQ(p.v_token_stride, 12);
+  EXPECT_EQ(p.o_token_stride, 12);
+  EXPECT_EQ(p.head_dim_v, 6);
+  EXPECT_THAT(Array(p, &VarlenAttentionParams::v_start), ElementsAre(0, 48));
+  EXPECT_TRUE(CheckKernelBounds(p).ok());
+}
+
+TEST(BindFlashinferCudnnTest, PackedInputKeepsA3dResult) {
+  absl::StatusOr<KernelCall> kernel = Bind(FlashinferKwargsCall(5), Profile::kFlashinferCudnn);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_EQ(kernel->result_shape(), (Shape{8, 2, 4}));
+}
+
+// ---------------------------------------------------------------------------
+// fa3
+
+// Sequences [100, 300], one head of dim 2, int32 cu_seqlens on cuda.
+AttentionCall Fa3Call() {
+  AttentionCall call = MakeCall(400, 1, 1, 2, 2);
+  call.cu_seqlens = IntTensor({0, 100, 400});
+  return call;
+}
+
+TEST(BindFa3Test, TokenOffsetsAndLengths) {
+  AttentionCall call = Fa3Call();
+  call.kwargs.set("max_seqlen", Value::Int(300));
+  absl::StatusOr<KernelCall> kernel = Bind(call, Profile::kFa3);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  const VarlenAttentionParams p = kernel->params();
+  EXPECT_EQ(p.batch, 2);
+  for (auto field : {&VarlenAttentionParams::q_start, &VarlenAttentionParams::k_start,
+                     &VarlenAttentionParams::v_start, &VarlenAttentionParams::o_start}) {
+    EXPECT_THAT(Array(p, field), ElementsAre(0, 200));
+  }
+  EXPECT_THAT(Array(p, &VarlenAttentionParams::seqlen_q), ElementsAre(100, 300));
+  EXPECT_THAT(Array(p, &VarlenAttentionParams::seqlen_k), ElementsAre(100, 300));
+  EXPECT_EQ(p.max_rows_q, 384);
+  EXPECT_EQ(p.max_keys, kUnlimited);
+  EXPECT_EQ(kernel->result_shape(), (Shape{400, 1, 2}));
+  EXPECT_EQ(kernel->description(),
+            "flash_attn_varlen_func: 2 sequences, max_seqlen=300 -> rows covered per sequence 384");
+  EXPECT_TRUE(CheckKernelBounds(p).ok());
+}
+
+TEST(BindFa3Test, GridCoversWholeBlocksOf128Rows) {
+  const std::pair<int64_t, int64_t> cases[] = {{100, 128}, {128, 128}, {129, 256},
+                                               {1, 128},   {256, 256}, {0, 0}};
+  for (const auto& [max_seqlen, rows] : cases) {
+    SCOPED_TRACE(max_seqlen);
+    AttentionCall call = Fa3Call();
+    call.kwargs.set("max_seqlen", Value::Int(max_seqlen));
+    absl::StatusOr<KernelCall> kernel = Bind(call, Profile::kFa3);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    EXPECT_EQ(kernel->params().max_rows_q, rows);
+  }
+}
+
+TEST(BindFa3Test, TooSmallMaxSeqlenLeavesRowsUncovered) {
+  AttentionCall call = Fa3Call();
+  call.kwargs.set("max_seqlen", Value::Int(100));
+  absl::StatusOr<KernelCall> kernel = Bind(call, Profile::kFa3);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_THAT(Rows(kernel->params()), ElementsAre(100, 128));
+  EXPECT_EQ(SequenceAt(kernel->params(), 1).keys, 300);
+}
+
+TEST(BindFa3Test, MaxSeqlenDerivedFromCuSeqlensWhenAbsent) {
+  absl::StatusOr<KernelCall> kernel = Bind(Fa3Call(), Profile::kFa3);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_EQ(kernel->params().max_rows_q, 384);
+}
+
+TEST(BindFa3Test, Int64CuSeqlensInGraphModeFailTheInt32Check) {
+  AttentionCall call = Fa3Call();
+  call.graph_mode = true;
+  call.cu_seqlens = Value::List({IntTensor({0, 100, 400}, DType::kInt64), Value::Int(300)});
+  absl::StatusOr<KernelCall> kernel = Bind(call, Profile::kFa3);
+  ASSERT_FALSE(kernel.ok());
+  EXPECT_EQ(PythonErrorKindOf(kernel.status()), PyErrorKind::kRuntimeError);
+  EXPECT_EQ(ErrorText(kernel), "RuntimeError: cu_seqlens_q must have dtype int32");
+}
+
+TEST(BindFa3Test, Int64CuSeqlensOutsideGraphModeAreCast) {
+  AttentionCall call = Fa3Call();
+  call.cu_seqlens = IntTensor({0, 100, 400}, DType::kInt64);
+  call.kwargs.set("max_seqlen", Value::Int(300));
+  absl::StatusOr<KernelCall> kernel = Bind(call, Profile::kFa3);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_THAT(Array(kernel->params(), &VarlenAttentionParams::seqlen_q), ElementsAre(100, 300));
+}
+
+TEST(BindFa3Test, GraphModeHostCuSeqlensMustBeOnCuda) {
+  AttentionCall call = Fa3Call();
+  call.graph_mode = true;
+  call.cu_seqlens = Value::List({IntTensor({0, 100, 400}, DType::kInt32, kCpu), Value::Int(300)});
+  EXPECT_EQ(ErrorText(Bind(call, Profile::kFa3)), "RuntimeError: cu_seqlens_q must be on CUDA");
+}
+
+TEST(BindFa3Test, GraphModeArgumentTypesAreChecked) {
+  AttentionCall call = Fa3Call();
+  call.graph_mode = true;
+  call.cu_seqlens = Value::List({IntTensor({0, 100, 400}), Value::Float(300.0)});
+  EXPECT_EQ(ErrorText(Bind(call, Profile::kFa3)),
+            "TypeError: flash_attn_varlen_func(): argument 'max_seqlen_q' must be int, not float");
+
+  call.cu_seqlens = Value::List({Value::None(), Value::Int(300)});
+  EXPECT_EQ(ErrorText(Bind(call, Profile::kFa3)),
+            "TypeError: flash_attn_varlen_func(): argument 'cu_seqlens_q' must be Tensor, not "
+            "NoneType");
+
+  // A bool is an int to Python: True covers one block.
+  call.cu_seqlens = Value::List({IntTensor({0, 100, 400}), Value::Bool(true)});
+  absl::StatusOr<KernelCall> kernel = Bind(call, Profile::kFa3);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_EQ(kernel->params().max_rows_q, 128);
+}
+
+// ---------------------------------------------------------------------------
+// triton_attn
+
+// Sequences [3, 5], 2 heads of dim 4.
+AttentionCall TritonCall(Device cu_device = kCuda) {
+  AttentionCall call = MakeCall(8, 2, 2, 4, 4);
+  call.cu_seqlens = IntTensor({0, 3, 8}, DType::kInt32, cu_device);
+  return call;
+}
+
+TEST(BindTritonTest, TokenOffsetsAnd128RowGrid) {
+  absl::StatusOr<KernelCall> kernel = Bind(TritonCall(), Profile::kTritonAttn);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  const VarlenAttentionParams p = kernel->params();
+  EXPECT_THAT(Array(p, &VarlenAttentionParams::q_start), ElementsAre(0, 24));
+  EXPECT_THAT(Array(p, &VarlenAttentionParams::o_start), ElementsAre(0, 24));
+  EXPECT_THAT(Array(p, &VarlenAttentionParams::seqlen_q), ElementsAre(3, 5));
+  EXPECT_EQ(p.max_rows_q, 128);
+  EXPECT_EQ(p.max_keys, kUnlimited);
+  EXPECT_EQ(kernel->description(),
+            "context_attention_fwd: 2 sequences, max_input_len=5 -> rows covered per sequence 128");
+
+  AttentionCall call = TritonCall();
+  call.kwargs.set("max_seqlen", Value::Int(129));
+  kernel = Bind(call, Profile::kTritonAttn);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_EQ(kernel->params().max_rows_q, 256);
+}
+
+TEST(BindTritonTest, LengthsFromSequenceLengthsStartsFromCuSeqlens) {
+  AttentionCall call = TritonCall();
+  call.kwargs.set("sequence_lengths", IntTensor({2, 4}));
+  absl::StatusOr<KernelCall> kernel = Bind(call, Profile::kTritonAttn);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  const VarlenAttentionParams p = kernel->params();
+  EXPECT_THAT(Array(p, &VarlenAttentionParams::seqlen_q), ElementsAre(2, 4));
+  EXPECT_THAT(Array(p, &VarlenAttentionParams::q_start), ElementsAre(0, 24));
+}
+
+TEST(BindTritonTest, HostCuSeqlensAreRefusedAtTheKernel) {
+  // The kwargs path neither casts nor moves cu_seqlens: a cpu tensor reaches
+  // the Triton launch.
+  absl::StatusOr<KernelCall> kernel = Bind(TritonCall(kCpu), Profile::kTritonAttn);
+  ASSERT_FALSE(kernel.ok());
+  EXPECT_EQ(PythonErrorKindOf(kernel.status()), PyErrorKind::kValueError);
+  EXPECT_EQ(ErrorText(kernel),
+            "ValueError: Pointer argument cannot be accessed from Triton (cpu tensor?)");
+}
+
+AttentionCall TritonGraphCall(Value output_ws) {
+  AttentionCall call = TritonCall();
+  call.graph_mode = true;
+  call.cu_seqlens = Value::List({IntTensor({0, 3, 8}), IntTensor({3, 5}), Value::Int(5)});
+  call.kwargs.set("output_ws", std::move(output_ws));
+  return call;
+}
+
+TEST(BindTritonTest, GraphModeWithoutAWorkspaceHasNoOutput) {
+  absl::StatusOr<KernelCall> kernel = Bind(TritonGraphCall(Value::None()), Profile::kTritonAttn);
+  ASSERT_FALSE(kernel.ok());
+  EXPECT_EQ(PythonErrorKindOf(kernel.status()), PyErrorKind::kValueError);
+  EXPECT_THAT(std::string(kernel.status().message()), ::testing::HasSubstr("output_ws"));
+  EXPECT_EQ(ErrorText(kernel),
+            "ValueError: context_attention_fwd received output_ws=None: there is no output buffer "
+            "to write");
+}
+
+TEST(BindTritonTest, GraphModeWritesIntoTheWorkspace) {
+  const Tensor ws = Tensor::Zeros(DType::kBFloat16, kCuda, {8, 2, 4});
+  absl::StatusOr<KernelCall> kernel =
+      Bind(TritonGraphCall(Value::FromTensor(ws)), Profile::kTritonAttn);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_TRUE(kernel->output().SharesStorageWith(ws));
+  EXPECT_EQ(kernel->params().o, static_cast<void*>(ws.mutable_data<unsigned char>()));
+  EXPECT_EQ(kernel->params().max_rows_q, 128);
+}
+
+TEST(BindTritonTest, GraphModeWorkspaceOfTheWrongShapeIsRefused) {
+  const Tensor ws = Tensor::Zeros(DType::kBFloat16, kCuda, {8, 2, 2});
+  EXPECT_EQ(ErrorText(Bind(TritonGraphCall(Value::FromTensor(ws)), Profile::kTritonAttn)),
+            "ValueError: context_attention_fwd received output_ws of shape [8, 2, 2] and dtype "
+            "bfloat16 for q of shape [8, 2, 4]");
+}
+
+// ---------------------------------------------------------------------------
+// sdpa
+
+std::vector<int64_t> TokenStarts(const VarlenAttentionParams& p) {
+  std::vector<int64_t> starts;
+  for (int b = 0; b < p.batch; ++b) starts.push_back(p.q_start[b] / p.q_token_stride);
+  return starts;
+}
+
+TEST(BindSdpaTest, FlattenBatchIsBlockDiagonalOverCuSeqlens) {
+  AttentionCall call = MakeCall(10, 2, 2, 4, 4);
+  call.sdpa.flatten_batch = true;
+  call.cu_seqlens = IntTensor({0, 3, 8, 10});
+  call.kwargs.set("softmax_scale", Value::Float(0.1));  // ignored by sdpa
+  absl::StatusOr<KernelCall> kernel = Bind(call, Profile::kSdpa);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  const VarlenAttentionParams p = kernel->params();
+  EXPECT_THAT(TokenStarts(p), ElementsAre(0, 3, 8));
+  EXPECT_THAT(Array(p, &VarlenAttentionParams::seqlen_q), ElementsAre(3, 5, 2));
+  EXPECT_EQ(p.max_rows_q, kUnlimited);
+  EXPECT_DOUBLE_EQ(p.softmax_scale, 0.5);
+  EXPECT_EQ(kernel->description(), "scaled_dot_product_attention with a boolean mask");
+}
+
+TEST(BindSdpaTest, BlockDiagonalCoversOnlyTheRowsCuSeqlensName) {
+  AttentionCall call = MakeCall(10, 1, 1, 4, 4);
+  call.sdpa.flatten_batch = true;
+  call.cu_seqlens = IntTensor({0, 3, 3, 6});
+  absl::StatusOr<KernelCall> kernel = Bind(call, Profile::kSdpa);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  const VarlenAttentionParams p = kernel->params();
+  EXPECT_THAT(TokenStarts(p), ElementsAre(0, 3));
+  EXPECT_THAT(Array(p, &VarlenAttentionParams::seqlen_q), ElementsAre(3, 3));
+}
+
+TEST(BindSdpaTest, PaddingMaskGivesOneSequencePerItem) {
+  AttentionCall call = MakeCall(8, 1, 1, 4, 4);
+  call.sdpa.flatten_batch = false;
+  call.bsz = 2;
+  call.seq_len = 4;
+  call.cu_seqlens = IntTensor({0, 3, 7});
+  absl::StatusOr<KernelCall> kernel = Bind(call, Profile::kSdpa);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_THAT(TokenStarts(kernel->params()), ElementsAre(0, 4));
+  EXPECT_THAT(Array(kernel->params(), &VarlenAttentionParams::seqlen_q), ElementsAre(3, 4));
+
+  // A length beyond the item is clamped to the item.
+  call.cu_seqlens = IntTensor({0, 6, 7});
+  kernel = Bind(call, Profile::kSdpa);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_THAT(Array(kernel->params(), &VarlenAttentionParams::seqlen_q), ElementsAre(4, 1));
+}
+
+TEST(BindSdpaTest, DefaultConstructionUsesThePaddingMask) {
+  // flatten_batch defaults to False: with bsz 1 the padding mask covers only
+  // the first sequence's rows and keys.
+  AttentionCall call = MakeCall(10, 1, 1, 4, 4);
+  call.cu_seqlens = IntTensor({0, 3, 8, 10});
+  absl::StatusOr<KernelCall> kernel = Bind(call, Profile::kSdpa);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_THAT(TokenStarts(kernel->params()), ElementsAre(0));
+  EXPECT_THAT(Array(kernel->params(), &VarlenAttentionParams::seqlen_q), ElementsAre(3));
+}
+
+TEST(BindSdpaTest, NoCuSeqlensMeansEachItemAttendsToItself) {
+  AttentionCall call = MakeCall(8, 1, 1, 4, 4);
+  absl::StatusOr<KernelCall> kernel = Bind(call, Profile::kSdpa);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_THAT(TokenStarts(kernel->params()), ElementsAre(0));
+  EXPECT_THAT(Array(kernel->params(), &VarlenAttentionParams::seqlen_q), ElementsAre(8));
+
+  call.sdpa.flatten_batch = false;
+  call.bsz = 2;
+  call.seq_len = 4;
+  kernel = Bind(call, Profile::kSdpa);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_THAT(TokenStarts(kernel->params()), ElementsAre(0, 4));
+  EXPECT_THAT(Array(kernel->params(), &VarlenAttentionParams::seqlen_q), ElementsAre(4, 4));
+}
+
+TEST(BindSdpaTest, TokensThatDoNotSplitIntoItemsFail) {
+  AttentionCall call = MakeCall(10, 1, 1, 4, 4);
+  call.sdpa.flatten_batch = false;
+  call.bsz = 3;
+  call.seq_len = 3;
+  EXPECT_EQ(ErrorText(Bind(call, Profile::kSdpa)),
+            "RuntimeError: einops: cannot split 10 tokens into bsz=3 equal items");
+}
+
+// ---------------------------------------------------------------------------
+// BindGroundTruth
+
+TEST(BindGroundTruthTest, PacksLengthsBackToBackAndComputesEveryRow) {
+  const Tensor q = Tensor::Zeros(DType::kFloat16, kCpu, {5, 6, 8});
+  const Tensor k = Tensor::Zeros(DType::kFloat16, kCpu, {5, 2, 8});
+  const Tensor v = Tensor::Zeros(DType::kFloat16, kCpu, {5, 2, 3});
+  KernelCall call = BindGroundTruth(q, k, v, {2, 0, 3}, 0.125, DType::kFloat64);
+  const VarlenAttentionParams p = call.params();
+  EXPECT_EQ(p.batch, 3);
+  EXPECT_THAT(Array(p, &VarlenAttentionParams::q_start), ElementsAre(0, 96, 96));
+  EXPECT_THAT(Array(p, &VarlenAttentionParams::k_start), ElementsAre(0, 32, 32));
+  EXPECT_THAT(Array(p, &VarlenAttentionParams::v_start), ElementsAre(0, 12, 12));
+  EXPECT_THAT(Array(p, &VarlenAttentionParams::o_start), ElementsAre(0, 36, 36));
+  EXPECT_THAT(Array(p, &VarlenAttentionParams::seqlen_q), ElementsAre(2, 0, 3));
+  EXPECT_THAT(Array(p, &VarlenAttentionParams::seqlen_k), ElementsAre(2, 0, 3));
+  EXPECT_EQ(p.max_rows_q, kUnlimited);
+  EXPECT_EQ(p.max_keys, kUnlimited);
+  EXPECT_EQ(p.input_dtype, DType::kFloat16);
+  EXPECT_EQ(p.output_dtype, DType::kFloat64);
+  EXPECT_EQ(p.num_heads_q, 6);
+  EXPECT_EQ(p.num_heads_kv, 2);
+  EXPECT_EQ(p.head_dim_qk, 8);
+  EXPECT_EQ(p.head_dim_v, 3);
+  EXPECT_EQ(p.softmax_scale, 0.125);
+  EXPECT_EQ(p.q_numel, 240);
+  EXPECT_EQ(p.k_numel, 80);
+  EXPECT_EQ(p.v_numel, 30);
+  EXPECT_EQ(p.o_numel, 90);
+  EXPECT_EQ(p.o_token_stride, 18);
+  EXPECT_EQ(p.o_head_stride, 3);
+  EXPECT_EQ(call.output().dtype(), DType::kFloat64);
+  EXPECT_EQ(call.output().shape(), (Shape{5, 6, 3}));
+  EXPECT_EQ(call.result_shape(), (Shape{5, 6, 3}));
+  EXPECT_EQ(call.description(), "ground truth");
+  EXPECT_EQ(p.q, static_cast<const void*>(q.data<unsigned char>()));
+  EXPECT_TRUE(CheckKernelBounds(p).ok());
+}
+
+TEST(BindGroundTruthTest, KernelCallMovesKeepParamsValid) {
+  const Tensor q = Tensor::Zeros(DType::kFloat32, kCpu, {4, 1, 2});
+  KernelCall moved = BindGroundTruth(q, q, q, {1, 3}, 1.0, DType::kFloat32);
+  KernelCall call = std::move(moved);
+  const VarlenAttentionParams p = call.params();
+  EXPECT_THAT(Array(p, &VarlenAttentionParams::seqlen_q), ElementsAre(1, 3));
+  EXPECT_EQ(p.o, static_cast<void*>(call.output().mutable_data<unsigned char>()));
+}
+
+}  // namespace
+}  // namespace varlen
