@@ -845,7 +845,7 @@ absl::StatusOr<Case> ParseCase(absl::string_view json_text, absl::string_view or
   json j;
   try {
     j = json::parse(json_text.begin(), json_text.end(), track_keys);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // syntax errors, and numbers beyond double's range
     return absl::InvalidArgumentError(absl::StrCat(origin, ": invalid JSON: ", e.what()));
   }
   if (!duplicate.empty()) {

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/tensor_ops.h"
 #include "resolve_internal.h"
 #include "varlen/core/status.h"
@@ -127,6 +128,54 @@ absl::StatusOr<CheckedCuSeqlens> CheckMetadataCuSeqlens(const ResolveContext& ct
                   "forward_metadata.cu_seqlens.to(q.device, torch.int32)");
   checked.longest = {.value = stamp.longest, .source = "the longest sequence of the metadata"};
   return checked;
+}
+
+absl::StatusOr<TokenSource> ResolveHardenedTokenSource(
+    const ResolveContext& ctx, int64_t tokens, const std::vector<std::string>& graph_layout) {
+  const AttentionCall& call = ctx.call;
+  TokenSource source;
+  if (call.forward_metadata.has_value()) {
+    source.kind = TokenSource::Kind::kMetadata;
+    VARLEN_ASSIGN_OR_RETURN(source.checked,
+                            CheckMetadataCuSeqlens(ctx, *call.forward_metadata, tokens));
+    source.max_seqlen = call.forward_metadata->max_seqlen;
+    source.max_name = "forward_metadata.max_seqlen";
+    if (source.max_seqlen.is_none()) {
+      return PythonError(PyErrorKind::kTypeError,
+                         "forward_metadata.max_seqlen=None: prepared metadata must carry an int");
+    }
+    return source;
+  }
+  if (call.graph_mode) {
+    source.kind = TokenSource::Kind::kGraphList;
+    const std::string layout = absl::StrCat("[", absl::StrJoin(graph_layout, ", "), "]");
+    VARLEN_RETURN_IF_ERROR(CheckGraphModeList(call.cu_seqlens, layout));
+    const std::vector<Value>& list = call.cu_seqlens.as_list();
+    if (list.size() != graph_layout.size()) {
+      return PythonError(PyErrorKind::kValueError,
+                         absl::StrCat("cu_seqlens is a list of ", list.size(),
+                                      " items: cuda-graph mode expects ", layout));
+    }
+    ctx.Note(absl::StrCat("source: cuda-graph list ", layout, "; validated"));
+    VARLEN_ASSIGN_OR_RETURN(Tensor cu, RequireTensorField(list.front(), "cu_seqlens[0]"));
+    VARLEN_ASSIGN_OR_RETURN(source.checked, CheckCuSeqlensForKernel(ctx, cu, "cu_seqlens[0]", tokens,
+                                                                    /*may_cast=*/false));
+    source.max_seqlen = list.back();
+    source.max_name = absl::StrCat("cu_seqlens[", list.size() - 1, "]");
+    if (source.max_seqlen.is_none()) {
+      return PythonError(PyErrorKind::kTypeError,
+                         absl::StrCat(source.max_name,
+                                      "=None: the cuda-graph list must carry max_seqlen"));
+    }
+    return source;
+  }
+  ctx.Note("source: cu_seqlens via resolve_seqlens; validated, cast to int32 on q's device");
+  VARLEN_ASSIGN_OR_RETURN(Tensor cu, HardenedResolveSeqlens(ctx));
+  VARLEN_ASSIGN_OR_RETURN(source.checked,
+                          CheckCuSeqlensForKernel(ctx, cu, "cu_seqlens", tokens, /*may_cast=*/true));
+  source.max_seqlen = ctx.kwargs.get("max_seqlen");
+  source.max_name = "max_seqlen";
+  return source;
 }
 
 absl::StatusOr<int64_t> CheckOrDeriveMaxSeqlen(const ResolveContext& ctx, const Value& max_seqlen,

@@ -2,8 +2,6 @@
 // [cu_seqlens, max_seqlen], or cu_seqlens cast to int32 on q's device with
 // resolve_precomputed_max_seqlen.
 
-#include <string>
-
 #include "absl/strings/str_cat.h"
 #include "core/tensor_ops.h"
 #include "resolve_internal.h"
@@ -47,46 +45,12 @@ absl::StatusOr<Fa3Args> ResolveFaithful(const ResolveContext& ctx) {
 absl::StatusOr<Fa3Args> ResolveHardened(const ResolveContext& ctx) {
   const AttentionCall& call = ctx.call;
   VARLEN_ASSIGN_OR_RETURN(const int64_t tokens, CheckQkvShapes(call, /*allow_4d=*/false));
-  CheckedCuSeqlens checked;
-  Value max_seqlen;
-  std::string max_name = "max_seqlen";
-  if (call.forward_metadata.has_value()) {
-    max_name = "forward_metadata.max_seqlen";
-    VARLEN_ASSIGN_OR_RETURN(checked, CheckMetadataCuSeqlens(ctx, *call.forward_metadata, tokens));
-    max_seqlen = call.forward_metadata->max_seqlen;
-    if (max_seqlen.is_none()) {
-      return PythonError(PyErrorKind::kTypeError,
-                         "forward_metadata.max_seqlen=None: prepared metadata must carry an int");
-    }
-  } else if (call.graph_mode) {
-    VARLEN_RETURN_IF_ERROR(CheckGraphModeList(call.cu_seqlens, "[cu_seqlens, max_seqlen]"));
-    if (call.cu_seqlens.as_list().size() != 2) {
-      return PythonError(PyErrorKind::kValueError,
-                         absl::StrCat("cu_seqlens is a list of ", call.cu_seqlens.as_list().size(),
-                                      " items: cuda-graph mode expects [cu_seqlens, max_seqlen]"));
-    }
-    ctx.Note("source: cuda-graph list [cu_seqlens, max_seqlen]; validated");
-    VARLEN_ASSIGN_OR_RETURN(Tensor cu,
-                            RequireTensorField(call.cu_seqlens.as_list()[0], "cu_seqlens[0]"));
-    VARLEN_ASSIGN_OR_RETURN(checked, CheckCuSeqlensForKernel(ctx, cu, "cu_seqlens[0]", tokens,
-                                                             /*may_cast=*/false));
-    max_seqlen = call.cu_seqlens.as_list()[1];
-    max_name = "cu_seqlens[1]";
-    if (max_seqlen.is_none()) {
-      return PythonError(PyErrorKind::kTypeError,
-                         "cu_seqlens[1]=None: the cuda-graph list must carry max_seqlen");
-    }
-  } else {
-    ctx.Note("source: cu_seqlens via resolve_seqlens; validated, cast to int32 on q's device");
-    VARLEN_ASSIGN_OR_RETURN(Tensor cu, HardenedResolveSeqlens(ctx));
-    VARLEN_ASSIGN_OR_RETURN(checked, CheckCuSeqlensForKernel(ctx, cu, "cu_seqlens", tokens,
-                                                             /*may_cast=*/true));
-    max_seqlen = ctx.kwargs.get("max_seqlen");
-  }
+  VARLEN_ASSIGN_OR_RETURN(TokenSource source,
+                          ResolveHardenedTokenSource(ctx, tokens, {"cu_seqlens", "max_seqlen"}));
   Fa3Args args;
-  VARLEN_ASSIGN_OR_RETURN(int64_t max,
-                          CheckOrDeriveMaxSeqlen(ctx, max_seqlen, checked.longest, max_name));
-  args.cu_seqlens = Value::FromTensor(checked.cu);
+  VARLEN_ASSIGN_OR_RETURN(int64_t max, CheckOrDeriveMaxSeqlen(ctx, source.max_seqlen,
+                                                              source.checked.longest, source.max_name));
+  args.cu_seqlens = Value::FromTensor(source.checked.cu);
   args.max_seqlen = Value::Int(max);
   VARLEN_ASSIGN_OR_RETURN(args.scale, ResolveSoftmaxScale(ctx, call.q.size(-1)));
   return args;

@@ -61,6 +61,20 @@ absl::StatusOr<CheckedCuSeqlens> CheckMetadataCuSeqlens(const ResolveContext& ct
                                                         const VisionAttentionMetadata& metadata,
                                                         int64_t tokens);
 
+// Hardened, for the token-offset conventions (fa3, triton_attn): where
+// cu_seqlens and max_seqlen come from (prepared metadata, a cuda-graph list
+// laid out as `graph_layout` with cu_seqlens first and max_seqlen last, or
+// the keyword arguments), with cu_seqlens validated against q's `tokens`.
+struct TokenSource {
+  enum class Kind { kMetadata, kGraphList, kKwargs };
+  Kind kind = Kind::kKwargs;
+  CheckedCuSeqlens checked;
+  Value max_seqlen;      // None only on the kwargs path (then derived)
+  std::string max_name;  // how the caller spelled it, for messages
+};
+absl::StatusOr<TokenSource> ResolveHardenedTokenSource(
+    const ResolveContext& ctx, int64_t tokens, const std::vector<std::string>& graph_layout);
+
 // Hardened: an explicit max_seqlen checked against the longest sequence, or
 // the longest sequence itself when none is given.
 absl::StatusOr<int64_t> CheckOrDeriveMaxSeqlen(const ResolveContext& ctx, const Value& max_seqlen,

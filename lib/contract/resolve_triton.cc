@@ -2,8 +2,6 @@
 // list [cu_seqlens, seq_lens, max_seqlen] with output_ws, or cu_seqlens as
 // given (neither cast nor moved) with sequence_lengths or the cu diffs.
 
-#include <string>
-
 #include "absl/strings/str_cat.h"
 #include "core/tensor_ops.h"
 #include "resolve_internal.h"
@@ -96,86 +94,63 @@ absl::Status CheckLengthsMatchOffsets(const Value& lengths_value, absl::string_v
 absl::StatusOr<TritonArgs> ResolveHardened(const ResolveContext& ctx) {
   const AttentionCall& call = ctx.call;
   VARLEN_ASSIGN_OR_RETURN(const int64_t tokens, CheckQkvShapes(call, /*allow_4d=*/false));
+  if (!call.forward_metadata.has_value() && call.graph_mode && !ctx.kwargs.contains("output_ws")) {
+    return PythonError(PyErrorKind::kValueError,
+                       "output_ws is absent: in cuda-graph mode triton_attn writes into a "
+                       "preallocated output_ws shaped like q");
+  }
+  VARLEN_ASSIGN_OR_RETURN(
+      TokenSource source,
+      ResolveHardenedTokenSource(ctx, tokens, {"cu_seqlens", "seq_lens", "max_seqlen"}));
+  const std::vector<int64_t>& offsets = source.checked.offsets;
   TritonArgs args;
-  CheckedCuSeqlens checked;
-  Value max_seqlen;
-  std::string max_name = "max_seqlen";
-  if (call.forward_metadata.has_value()) {
-    max_name = "forward_metadata.max_seqlen";
-    const VisionAttentionMetadata& metadata = *call.forward_metadata;
-    VARLEN_ASSIGN_OR_RETURN(checked, CheckMetadataCuSeqlens(ctx, metadata, tokens));
-    VARLEN_ASSIGN_OR_RETURN(Tensor seq_lens,
-                            RequireTensorField(metadata.seq_lens, "forward_metadata.seq_lens"));
-    if (!metadata.stamp.has_value()) {
-      VARLEN_RETURN_IF_ERROR(
-          CheckLengthsMatchOffsets(metadata.seq_lens, "forward_metadata.seq_lens", checked.offsets));
+  switch (source.kind) {
+    case TokenSource::Kind::kMetadata: {
+      const VisionAttentionMetadata& metadata = *call.forward_metadata;
+      VARLEN_ASSIGN_OR_RETURN(Tensor seq_lens,
+                              RequireTensorField(metadata.seq_lens, "forward_metadata.seq_lens"));
+      if (!metadata.stamp.has_value()) {
+        VARLEN_RETURN_IF_ERROR(
+            CheckLengthsMatchOffsets(metadata.seq_lens, "forward_metadata.seq_lens", offsets));
+      }
+      args.seq_lens = Value::FromTensor(To(seq_lens, call.q.device(), DType::kInt32,
+                                           "forward_metadata.seq_lens.to(q.device, torch.int32)"));
+      break;
     }
-    args.seq_lens = Value::FromTensor(To(seq_lens, call.q.device(), DType::kInt32,
-                                         "forward_metadata.seq_lens.to(q.device, torch.int32)"));
-    max_seqlen = metadata.max_seqlen;
-    if (max_seqlen.is_none()) {
-      return PythonError(PyErrorKind::kTypeError,
-                         "forward_metadata.max_seqlen=None: prepared metadata must carry an int");
+    case TokenSource::Kind::kGraphList: {
+      const Value output_ws = ctx.kwargs.get("output_ws");
+      if (!output_ws.is_tensor() || output_ws.as_tensor().shape() != call.q.shape() ||
+          output_ws.as_tensor().dtype() != call.q.dtype()) {
+        return PythonError(PyErrorKind::kValueError,
+                           absl::StrCat("output_ws=", output_ws.Repr(),
+                                        ": in cuda-graph mode it must be a preallocated tensor "
+                                        "with q's shape ",
+                                        ShapeToString(call.q.shape()), " and dtype ",
+                                        DTypeName(call.q.dtype())));
+      }
+      const Value& seq_lens = call.cu_seqlens.as_list()[1];
+      VARLEN_RETURN_IF_ERROR(CheckLengthsMatchOffsets(seq_lens, "cu_seqlens[1]", offsets));
+      args.seq_lens = seq_lens;
+      args.output_from_workspace = true;
+      args.output_ws = output_ws;
+      break;
     }
-  } else if (call.graph_mode) {
-    if (!ctx.kwargs.contains("output_ws")) {
-      return PythonError(PyErrorKind::kValueError,
-                         "output_ws is absent: in cuda-graph mode triton_attn writes into a "
-                         "preallocated output_ws shaped like q");
-    }
-    VARLEN_RETURN_IF_ERROR(
-        CheckGraphModeList(call.cu_seqlens, "[cu_seqlens, seq_lens, max_seqlen]"));
-    const Value output_ws = ctx.kwargs.get("output_ws");
-    if (!output_ws.is_tensor() || output_ws.as_tensor().shape() != call.q.shape() ||
-        output_ws.as_tensor().dtype() != call.q.dtype()) {
-      return PythonError(PyErrorKind::kValueError,
-                         absl::StrCat("output_ws=", output_ws.Repr(),
-                                      ": in cuda-graph mode it must be a preallocated tensor "
-                                      "with q's shape ",
-                                      ShapeToString(call.q.shape()), " and dtype ",
-                                      DTypeName(call.q.dtype())));
-    }
-    const std::vector<Value>& list = call.cu_seqlens.as_list();
-    if (list.size() != 3) {
-      return PythonError(PyErrorKind::kValueError,
-                         absl::StrCat("cu_seqlens is a list of ", list.size(),
-                                      " items: cuda-graph mode expects [cu_seqlens, seq_lens, "
-                                      "max_seqlen]"));
-    }
-    ctx.Note("source: cuda-graph list [cu_seqlens, seq_lens, max_seqlen]; validated");
-    VARLEN_ASSIGN_OR_RETURN(Tensor cu, RequireTensorField(list[0], "cu_seqlens[0]"));
-    VARLEN_ASSIGN_OR_RETURN(checked, CheckCuSeqlensForKernel(ctx, cu, "cu_seqlens[0]", tokens,
-                                                             /*may_cast=*/false));
-    VARLEN_RETURN_IF_ERROR(CheckLengthsMatchOffsets(list[1], "cu_seqlens[1]", checked.offsets));
-    args.seq_lens = list[1];
-    args.output_from_workspace = true;
-    args.output_ws = output_ws;
-    max_seqlen = list[2];
-    max_name = "cu_seqlens[2]";
-    if (max_seqlen.is_none()) {
-      return PythonError(PyErrorKind::kTypeError,
-                         "cu_seqlens[2]=None: the cuda-graph list must carry max_seqlen");
-    }
-  } else {
-    ctx.Note("source: cu_seqlens via resolve_seqlens; validated, cast to int32 on q's device");
-    VARLEN_ASSIGN_OR_RETURN(Tensor cu, HardenedResolveSeqlens(ctx));
-    VARLEN_ASSIGN_OR_RETURN(checked, CheckCuSeqlensForKernel(ctx, cu, "cu_seqlens", tokens,
-                                                             /*may_cast=*/true));
-    const Value sequence_lengths = ctx.kwargs.get("sequence_lengths");
-    if (sequence_lengths.is_none()) {
-      args.seq_lens = Value::FromTensor(Diff(checked.cu));
-    } else {
-      VARLEN_RETURN_IF_ERROR(
-          CheckLengthsMatchOffsets(sequence_lengths, "sequence_lengths", checked.offsets));
+    case TokenSource::Kind::kKwargs: {
+      const Value sequence_lengths = ctx.kwargs.get("sequence_lengths");
+      if (sequence_lengths.is_none()) {
+        args.seq_lens = Value::FromTensor(Diff(source.checked.cu));
+        break;
+      }
+      VARLEN_RETURN_IF_ERROR(CheckLengthsMatchOffsets(sequence_lengths, "sequence_lengths", offsets));
       args.seq_lens = Value::FromTensor(To(sequence_lengths.as_tensor(), call.q.device(),
                                            DType::kInt32,
                                            "sequence_lengths.to(q.device, torch.int32)"));
+      break;
     }
-    max_seqlen = ctx.kwargs.get("max_seqlen");
   }
-  VARLEN_ASSIGN_OR_RETURN(int64_t max,
-                          CheckOrDeriveMaxSeqlen(ctx, max_seqlen, checked.longest, max_name));
-  args.cu_seqlens = Value::FromTensor(checked.cu);
+  VARLEN_ASSIGN_OR_RETURN(int64_t max, CheckOrDeriveMaxSeqlen(ctx, source.max_seqlen,
+                                                              source.checked.longest, source.max_name));
+  args.cu_seqlens = Value::FromTensor(source.checked.cu);
   args.max_seqlen = Value::Int(max);
   VARLEN_ASSIGN_OR_RETURN(args.scale, ResolveSoftmaxScale(ctx, call.q.size(-1)));
   return args;
