@@ -83,8 +83,8 @@ int ListBackends() {
     const absl::Status available = backend->Available();
     std::cout << backend->name() << "  ["
               << (available.ok() ? "available" : absl::StrCat("unavailable: ", available.message()))
-              << "]\n  " << backend->description() << "\n  " << CapabilitiesText(backend->capabilities())
-              << "\n";
+              << "]\n  " << backend->description() << "\n  "
+              << CapabilitiesText(backend->capabilities()) << "\n";
   }
   return kExitOk;
 }
@@ -102,8 +102,8 @@ int Repro(const std::vector<std::string>& paths) {
   } else {
     std::vector<std::string> names;
     for (const Backend* known : AllBackends()) names.emplace_back(known->name());
-    return UsageError(absl::StrCat("no backend named \"", chosen, "\" (known: ",
-                                   absl::StrJoin(names, ", "), ")"));
+    return UsageError(absl::StrCat("no backend named \"", chosen,
+                                   "\" (known: ", absl::StrJoin(names, ", "), ")"));
   }
 
   absl::StatusOr<std::vector<std::string>> files = ListCaseFiles(paths);
@@ -136,8 +136,8 @@ int Repro(const std::vector<std::string>& paths) {
       if (json) {
         results.push_back(OutcomeToJson(cases[i], (*files)[i], outcome));
       } else if (brief && outcome.verdict != Verdict::kFail) {
-        std::cout << VerdictName(outcome.verdict) << "  " << cases[i].name << "  [" << backend->name()
-                  << "]\n";
+        std::cout << VerdictName(outcome.verdict) << "  " << cases[i].name << "  ["
+                  << backend->name() << "]\n";
       } else {
         std::cout << FormatOutcomeText(cases[i], (*files)[i], outcome) << "\n";
       }
@@ -149,13 +149,14 @@ int Repro(const std::vector<std::string>& paths) {
       " failed, ", unsupported, " unsupported (", resolution_only, " resolution only)");
   if (json) {
     nlohmann::ordered_json doc = {{"results", results},
-                                  {"summary", {{"cases", cases.size()},
-                                               {"backends", backends.size()},
-                                               {"passed", passed},
-                                               {"failed", failed},
-                                               {"unsupported", unsupported},
-                                               {"resolution_only", resolution_only},
-                                               {"text", summary}}}};
+                                  {"summary",
+                                   {{"cases", cases.size()},
+                                    {"backends", backends.size()},
+                                    {"passed", passed},
+                                    {"failed", failed},
+                                    {"unsupported", unsupported},
+                                    {"resolution_only", resolution_only},
+                                    {"text", summary}}}};
     std::cout << doc.dump(2) << "\n";
   } else {
     std::cout << "summary: " << summary << "\n";

@@ -49,6 +49,7 @@ function(varlen_cc_test)
   add_executable(${target} ${ARG_SRCS})
   target_compile_options(${target} PRIVATE ${VARLEN_WARNING_FLAGS})
   target_link_libraries(${target} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
+  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
   gtest_discover_tests(${target}
     DISCOVERY_MODE PRE_TEST
     PROPERTIES LABELS "${ARG_LABELS}" TIMEOUT ${ARG_TIMEOUT}

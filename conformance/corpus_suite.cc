@@ -63,11 +63,10 @@ absl::Status RegisterCorpusTests(const std::string& corpus_dir,
     VARLEN_ASSIGN_OR_RETURN(Case loaded, LoadCaseFile(file));
     auto c = std::make_shared<const Case>(std::move(loaded));
     for (const Backend* backend : backends) {
-      testing::RegisterTest("Corpus", absl::StrCat(TestName(c->name), "/", backend->name()).c_str(),
-                            nullptr, nullptr, file.c_str(), 0,
-                            [c, file, backend]() -> testing::Test* {
-                              return new CorpusCaseTest(c, file, backend);
-                            });
+      testing::RegisterTest(
+          "Corpus", absl::StrCat(TestName(c->name), "/", backend->name()).c_str(), nullptr, nullptr,
+          file.c_str(), 0,
+          [c, file, backend]() -> testing::Test* { return new CorpusCaseTest(c, file, backend); });
     }
   }
   return absl::OkStatus();

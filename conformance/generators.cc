@@ -44,7 +44,8 @@ rc::Gen<ArgLiteral> GenArg(const std::vector<int64_t>& offsets, int depth) {
       case 3:
         return ArgLiteral::Float(*rc::gen::element(5.9, 720.0, -1.5, 0.0, 4096.0));
       case 4:
-        return ArgLiteral::Str(*rc::gen::element<std::string>("4096", " 17 ", "17.0", "", "auto", "1_000"));
+        return ArgLiteral::Str(
+            *rc::gen::element<std::string>("4096", " 17 ", "17.0", "", "auto", "1_000"));
       case 5:
       case 6:
         return ArgLiteral::Tensor(*GenIntTensorLiteral(offsets));
@@ -98,7 +99,8 @@ rc::Gen<Geometry> GenGeometry(const GeometryLimits& limits) {
     g.num_kv_heads = *rc::gen::elementOf(divisors);
     g.head_dim = *rc::gen::inRange(1, limits.max_head_dim + 1);
     g.head_dim_v = *rc::gen::weightedOneOf<int64_t>(
-        {{3, rc::gen::just(g.head_dim)}, {1, rc::gen::inRange<int64_t>(1, limits.max_head_dim + 1)}});
+        {{3, rc::gen::just(g.head_dim)},
+         {1, rc::gen::inRange<int64_t>(1, limits.max_head_dim + 1)}});
     g.dtype = *GenFloatDType();
     return g;
   });
@@ -109,14 +111,15 @@ rc::Gen<Case> GenCase(const GeometryLimits& limits) {
     Case c;
     c.name = absl::StrCat("generated-", *rc::gen::inRange(0, 1000000));
     c.source = "generated";
-    c.description = *rc::gen::element<std::string>("", "a generated case", "quotes \" and \\ and \n");
+    c.description =
+        *rc::gen::element<std::string>("", "a generated case", "quotes \" and \\ and \n");
     c.mode = *rc::gen::element(Mode::kFaithful, Mode::kHardened);
     c.geometry = *GenGeometry(limits);
     if (*rc::gen::inRange(0, 4) == 0) c.geometry.softmax_scale = *rc::gen::element(0.125, 1.0, 0.3);
     c.data.seed = *rc::gen::arbitrary<uint64_t>();
-    c.data.distribution = *rc::gen::element(Distribution::kNormal, Distribution::kUniform,
-                                            Distribution::kSparseSmallIntegers,
-                                            Distribution::kLargeLogits);
+    c.data.distribution =
+        *rc::gen::element(Distribution::kNormal, Distribution::kUniform,
+                          Distribution::kSparseSmallIntegers, Distribution::kLargeLogits);
     const std::vector<int64_t> offsets = OffsetsOf(c.geometry.seq_lens);
     CallSpec& call = c.call;
     call.profile = *rc::gen::element(Profile::kFlashinferCudnn, Profile::kFa3, Profile::kTritonAttn,
@@ -127,8 +130,9 @@ rc::Gen<Case> GenCase(const GeometryLimits& limits) {
     call.cu_seqlens = *GenArg(offsets, 1);
     if (*rc::gen::inRange(0, 3) == 0) {
       MetadataSpec m;
-      m.builder = *rc::gen::element(MetadataSpec::Builder::kPlain, MetadataSpec::Builder::kFlashinferCudnn,
-                                    MetadataSpec::Builder::kManual);
+      m.builder =
+          *rc::gen::element(MetadataSpec::Builder::kPlain, MetadataSpec::Builder::kFlashinferCudnn,
+                            MetadataSpec::Builder::kManual);
       m.device = *rc::gen::element(Device::kCpu, Device::kCuda);
       m.cu_seqlens = ArgLiteral::Tensor(*GenIntTensorLiteral(offsets));
       if (m.builder == MetadataSpec::Builder::kFlashinferCudnn) {
@@ -165,7 +169,8 @@ rc::Gen<Case> GenCase(const GeometryLimits& limits) {
       if (e.outcome == Expectation::Outcome::kError) {
         e.error_kind = *rc::gen::element(PyErrorKind::kRuntimeError, PyErrorKind::kTypeError,
                                          PyErrorKind::kValueError, PyErrorKind::kAssertionError);
-        e.message = *rc::gen::element<std::string>("sequence_lengths must be a torch.Tensor", "", "x'y\"z");
+        e.message =
+            *rc::gen::element<std::string>("sequence_lengths must be a torch.Tensor", "", "x'y\"z");
       }
       if (*rc::gen::arbitrary<bool>()) e.host_syncs = *rc::gen::inRange(0, 4);
       if (*rc::gen::arbitrary<bool>()) e.resolved = {{"max_seqlen", *rc::gen::inRange(0, 5000)}};

@@ -22,9 +22,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string written = varlen::WriteCase(*parsed);
   absl::StatusOr<varlen::Case> reparsed = varlen::ParseCase(written, "<rewritten>");
   if (!reparsed.ok() || !(*reparsed == *parsed)) {
-    std::fprintf(stderr, "round trip failed: %s\n%s\n",
-                 reparsed.ok() ? "the cases differ" : std::string(reparsed.status().message()).c_str(),
-                 written.c_str());
+    std::fprintf(
+        stderr, "round trip failed: %s\n%s\n",
+        reparsed.ok() ? "the cases differ" : std::string(reparsed.status().message()).c_str(),
+        written.c_str());
     std::abort();
   }
 

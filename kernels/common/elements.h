@@ -30,13 +30,21 @@ inline double ToDouble(BFloat16 x) { return BFloat16BitsToDouble(x.bits); }
 template <typename T>
 T FromDouble(double x);
 template <>
-inline float FromDouble<float>(double x) { return static_cast<float>(x); }
+inline float FromDouble<float>(double x) {
+  return static_cast<float>(x);
+}
 template <>
-inline double FromDouble<double>(double x) { return x; }
+inline double FromDouble<double>(double x) {
+  return x;
+}
 template <>
-inline Float16 FromDouble<Float16>(double x) { return {DoubleToFloat16Bits(x)}; }
+inline Float16 FromDouble<Float16>(double x) {
+  return {DoubleToFloat16Bits(x)};
+}
 template <>
-inline BFloat16 FromDouble<BFloat16>(double x) { return {DoubleToBFloat16Bits(x)}; }
+inline BFloat16 FromDouble<BFloat16>(double x) {
+  return {DoubleToBFloat16Bits(x)};
+}
 
 template <typename T>
 double LoadAsDouble(const void* base, int64_t index) {
@@ -51,26 +59,26 @@ void StoreFromDouble(void* base, int64_t index, double value) {
 }  // namespace varlen::kernels
 
 // REQUIRES: IsFloatingPoint(dtype).
-#define VARLEN_DISPATCH_FLOAT_TYPES(dtype, T, ...)          \
-  [&] {                                                     \
-    switch (dtype) {                                        \
-      case ::varlen::DType::kFloat32: {                     \
-        using T = float;                                    \
-        return __VA_ARGS__();                               \
-      }                                                     \
-      case ::varlen::DType::kFloat16: {                     \
-        using T = ::varlen::kernels::Float16;               \
-        return __VA_ARGS__();                               \
-      }                                                     \
-      case ::varlen::DType::kBFloat16: {                    \
-        using T = ::varlen::kernels::BFloat16;              \
-        return __VA_ARGS__();                               \
-      }                                                     \
-      default: {                                            \
-        using T = double;                                   \
-        return __VA_ARGS__();                               \
-      }                                                     \
-    }                                                       \
+#define VARLEN_DISPATCH_FLOAT_TYPES(dtype, T, ...) \
+  [&] {                                            \
+    switch (dtype) {                               \
+      case ::varlen::DType::kFloat32: {            \
+        using T = float;                           \
+        return __VA_ARGS__();                      \
+      }                                            \
+      case ::varlen::DType::kFloat16: {            \
+        using T = ::varlen::kernels::Float16;      \
+        return __VA_ARGS__();                      \
+      }                                            \
+      case ::varlen::DType::kBFloat16: {           \
+        using T = ::varlen::kernels::BFloat16;     \
+        return __VA_ARGS__();                      \
+      }                                            \
+      default: {                                   \
+        using T = double;                          \
+        return __VA_ARGS__();                      \
+      }                                            \
+    }                                              \
   }()
 
 #endif  // VARLEN_KERNELS_COMMON_ELEMENTS_H_

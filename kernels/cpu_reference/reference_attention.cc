@@ -48,8 +48,9 @@ void AttendHead(const VarlenAttentionParams& p, const SequenceView& s, int head,
     }
     std::fill(row.begin(), row.end(), Acc{0});
     for (int64_t j = 0; j < s.keys; ++j) {
-      const Acc weight =
-          round_probabilities ? static_cast<Acc>(RoundToDType(scores[j], p.input_dtype)) : scores[j];
+      const Acc weight = round_probabilities
+                             ? static_cast<Acc>(RoundToDType(scores[j], p.input_dtype))
+                             : scores[j];
       const int64_t v_row = v_base + j * p.v_token_stride;
       for (int d = 0; d < p.head_dim_v; ++d) {
         row[d] += weight * static_cast<Acc>(LoadAsDouble<In>(p.v, v_row + d));

@@ -58,8 +58,8 @@ class KernelCallBuilder {
   // A sequence whose first token is token `start` of every tensor.
   void AddTokenSequence(int64_t start, int64_t length) {
     const VarlenAttentionParams& p = call_.base_;
-    AddElementSequence(start * p.q_token_stride, start * p.k_token_stride,
-                       start * p.v_token_stride, start * p.o_token_stride, length);
+    AddElementSequence(start * p.q_token_stride, start * p.k_token_stride, start * p.v_token_stride,
+                       start * p.o_token_stride, length);
   }
 
   void AddElementSequence(int64_t q, int64_t k, int64_t v, int64_t o, int64_t length) {
@@ -115,9 +115,9 @@ absl::StatusOr<int64_t> IntArgument(const Value& value, absl::string_view functi
                                     absl::string_view argument) {
   if (value.kind() == Value::Kind::kInt) return value.as_int();
   if (value.kind() == Value::Kind::kBool) return value.as_bool() ? 1 : 0;
-  return ModelledError(PyErrorKind::kTypeError,
-                       absl::StrCat(function, "(): argument '", argument, "' must be int, not ",
-                                    value.TypeName()));
+  return ModelledError(
+      PyErrorKind::kTypeError,
+      absl::StrCat(function, "(): argument '", argument, "' must be int, not ", value.TypeName()));
 }
 
 absl::StatusOr<KernelCall> BindFlashinferCudnn(const AttentionCall& call,
@@ -128,18 +128,18 @@ absl::StatusOr<KernelCall> BindFlashinferCudnn(const AttentionCall& call,
   for (int64_t b = 0; b < batch; ++b) {
     // Device-side reads by the kernel: no host sync. k shares q's offsets.
     const int64_t qk = args.batch_offsets_qk.IntAt(b);
-    builder.AddElementSequence(qk, qk, args.batch_offsets_v.IntAt(b),
-                               args.batch_offsets_o.IntAt(b), args.actual_seq_lens.IntAt(b));
+    builder.AddElementSequence(qk, qk, args.batch_offsets_v.IntAt(b), args.batch_offsets_o.IntAt(b),
+                               args.actual_seq_lens.IntAt(b));
   }
   builder.LimitRows(args.max_token_per_sequence);
   builder.LimitKeys(args.max_sequence_kv);
   if (args.output_4d) {
-    builder.SetResultShape(
-        {args.input_shape[0], args.input_shape[1], q3.size(1), v3.size(2)});
+    builder.SetResultShape({args.input_shape[0], args.input_shape[1], q3.size(1), v3.size(2)});
   }
-  return builder.Finish(absl::StrCat(
-      "cudnn_batch_prefill_with_kv_cache: ", batch, " sequences, element offsets, "
-      "max_token_per_sequence=", args.max_token_per_sequence));
+  return builder.Finish(absl::StrCat("cudnn_batch_prefill_with_kv_cache: ", batch,
+                                     " sequences, element offsets, "
+                                     "max_token_per_sequence=",
+                                     args.max_token_per_sequence));
 }
 
 absl::StatusOr<Tensor> CuSeqlensArgument(const Value& cu, absl::string_view function,
@@ -155,7 +155,8 @@ absl::StatusOr<Tensor> CuSeqlensArgument(const Value& cu, absl::string_view func
 absl::StatusOr<KernelCall> BindFa3(const AttentionCall& call, const Fa3Args& args) {
   constexpr absl::string_view kFunction = "flash_attn_varlen_func";
   if (call.q.dim() != 3) {
-    return ModelledError(PyErrorKind::kRuntimeError, "q must have shape (total_q, num_heads, head_dim)");
+    return ModelledError(PyErrorKind::kRuntimeError,
+                         "q must have shape (total_q, num_heads, head_dim)");
   }
   VARLEN_ASSIGN_OR_RETURN(Tensor cu, CuSeqlensArgument(args.cu_seqlens, kFunction, "cu_seqlens_q"));
   if (cu.dtype() != DType::kInt32) {
@@ -192,7 +193,8 @@ absl::StatusOr<KernelCall> BindTriton(const AttentionCall& call, const TritonArg
                            "Pointer argument cannot be accessed from Triton (cpu tensor?)");
     }
   }
-  VARLEN_ASSIGN_OR_RETURN(int64_t max_seqlen, IntArgument(args.max_seqlen, kFunction, "max_input_len"));
+  VARLEN_ASSIGN_OR_RETURN(int64_t max_seqlen,
+                          IntArgument(args.max_seqlen, kFunction, "max_input_len"));
   KernelCallBuilder builder(call.q, call.k, call.v, args.scale, call.q.dtype());
   if (args.output_from_workspace) {
     if (!args.output_ws.is_tensor()) {
@@ -203,26 +205,26 @@ absl::StatusOr<KernelCall> BindTriton(const AttentionCall& call, const TritonArg
     const Tensor& ws = args.output_ws.as_tensor();
     if (ws.shape() != call.q.shape() || ws.dtype() != call.q.dtype() ||
         ws.device() != call.q.device()) {
-      return ModelledError(PyErrorKind::kValueError,
-                           absl::StrCat(kFunction, " received output_ws of shape ",
-                                        ShapeToString(ws.shape()), " and dtype ",
-                                        DTypeName(ws.dtype()), " for q of shape ",
-                                        ShapeToString(call.q.shape())));
+      return ModelledError(
+          PyErrorKind::kValueError,
+          absl::StrCat(kFunction, " received output_ws of shape ", ShapeToString(ws.shape()),
+                       " and dtype ", DTypeName(ws.dtype()), " for q of shape ",
+                       ShapeToString(call.q.shape())));
     }
     builder.SetOutput(ws);
   }
   // The grid's first axis is seq_lens.shape[0]; start offsets come from cu.
   const int64_t batch = seq_lens.numel();
   if (cu.numel() < batch) {
-    return absl::OutOfRangeError(absl::StrCat(
-        kFunction, " reads b_start_loc[0..", batch - 1, "] but it has ", cu.numel(),
-        " entries: the kernel would read past the buffer"));
+    return absl::OutOfRangeError(absl::StrCat(kFunction, " reads b_start_loc[0..", batch - 1,
+                                              "] but it has ", cu.numel(),
+                                              " entries: the kernel would read past the buffer"));
   }
   for (int64_t b = 0; b < batch; ++b) builder.AddTokenSequence(cu.IntAt(b), seq_lens.IntAt(b));
   builder.LimitRows(GridRows(max_seqlen, kTritonBlockRows));
-  return builder.Finish(absl::StrCat(kFunction, ": ", batch, " sequences, max_input_len=",
-                                     max_seqlen, " -> rows covered per sequence ",
-                                     GridRows(max_seqlen, kTritonBlockRows)));
+  return builder.Finish(
+      absl::StrCat(kFunction, ": ", batch, " sequences, max_input_len=", max_seqlen,
+                   " -> rows covered per sequence ", GridRows(max_seqlen, kTritonBlockRows)));
 }
 
 // Python's slice bounds [a:b] on a dimension of length n.
@@ -236,17 +238,19 @@ absl::StatusOr<KernelCall> BindSdpa(const AttentionCall& call, const SdpaArgs& a
   const int64_t s = args.tokens_per_item;
   if (s * args.bsz != call.q.size(0)) {
     return ModelledError(PyErrorKind::kRuntimeError,
-                         absl::StrCat("einops: cannot split ", call.q.size(0), " tokens into bsz=",
-                                      args.bsz, " equal items"));
+                         absl::StrCat("einops: cannot split ", call.q.size(0),
+                                      " tokens into bsz=", args.bsz, " equal items"));
   }
   switch (args.mask) {
     case SdpaArgs::Mask::kNone:
       for (int64_t i = 0; i < args.bsz; ++i) builder.AddTokenSequence(i * s, s);
       break;
     case SdpaArgs::Mask::kPadding: {
-      const int64_t items = std::min<int64_t>(args.bsz, static_cast<int64_t>(args.cu_seqlens.size()) - 1);
+      const int64_t items =
+          std::min<int64_t>(args.bsz, static_cast<int64_t>(args.cu_seqlens.size()) - 1);
       for (int64_t i = 0; i < items; ++i) {
-        const int64_t length = std::clamp<int64_t>(args.cu_seqlens[i + 1] - args.cu_seqlens[i], 0, s);
+        const int64_t length =
+            std::clamp<int64_t>(args.cu_seqlens[i + 1] - args.cu_seqlens[i], 0, s);
         builder.AddTokenSequence(i * s, length);
       }
       break;

@@ -13,10 +13,11 @@ absl::Status CheckRange(int b, absl::string_view tensor, int64_t offset, int64_t
   if (count == 0) return absl::OkStatus();
   const int64_t last = offset + (count - 1) * token_stride + (heads - 1) * head_stride + dim - 1;
   if (offset < 0 || last >= numel) {
-    return absl::OutOfRangeError(absl::StrCat(
-        "sequence ", b, " touches ", tensor, " elements [", offset, ", ", last + 1,
-        ") outside the buffer of ", numel, " elements: a GPU kernel would read or write "
-        "foreign memory or fault"));
+    return absl::OutOfRangeError(absl::StrCat("sequence ", b, " touches ", tensor, " elements [",
+                                              offset, ", ", last + 1, ") outside the buffer of ",
+                                              numel,
+                                              " elements: a GPU kernel would read or write "
+                                              "foreign memory or fault"));
   }
   return absl::OkStatus();
 }
@@ -27,8 +28,8 @@ absl::Status CheckKernelBounds(const VarlenAttentionParams& p) {
   for (int b = 0; b < p.batch; ++b) {
     const SequenceView s = SequenceAt(p, b);
     const int64_t keys = s.rows == 0 ? 0 : s.keys;  // no rows, no key reads
-    absl::Status status = CheckRange(b, "q", s.q_offset, s.rows, p.q_token_stride,
-                                     p.q_head_stride, p.num_heads_q, p.head_dim_qk, p.q_numel);
+    absl::Status status = CheckRange(b, "q", s.q_offset, s.rows, p.q_token_stride, p.q_head_stride,
+                                     p.num_heads_q, p.head_dim_qk, p.q_numel);
     if (status.ok()) {
       status = CheckRange(b, "k", s.k_offset, keys, p.k_token_stride, p.k_head_stride,
                           p.num_heads_kv, p.head_dim_qk, p.k_numel);

@@ -52,9 +52,9 @@ absl::StatusOr<Distribution> ParseDistribution(absl::string_view name) {
   for (const auto& [value, spelled] : kDistributions) {
     if (spelled == name) return value;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "distribution \"", name,
-      "\" is not one of normal, uniform, sparse_small_integers, large_logits"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("distribution \"", name,
+                   "\" is not one of normal, uniform, sparse_small_integers, large_logits"));
 }
 
 bool TensorLiteral::operator==(const TensorLiteral& other) const {

@@ -92,8 +92,9 @@ class ObjectReader {
   absl::Status OnlyKeys(std::initializer_list<absl::string_view> allowed) const {
     for (auto it = j_.begin(); it != j_.end(); ++it) {
       if (std::find(allowed.begin(), allowed.end(), it.key()) == allowed.end()) {
-        return PathError(Path(it.key()), absl::StrCat("unknown field (expected one of: ",
-                                                      absl::StrJoin(allowed, ", "), ")"));
+        return PathError(
+            Path(it.key()),
+            absl::StrCat("unknown field (expected one of: ", absl::StrJoin(allowed, ", "), ")"));
       }
     }
     return absl::OkStatus();
@@ -197,9 +198,10 @@ absl::StatusOr<ArgLiteral> ReadArg(const json& j, const std::string& path, int d
     default:
       return Expected(path, "a value", j);
   }
-  VARLEN_ASSIGN_OR_RETURN(
-      ObjectReader r, ObjectReader::Open(j, path, {"tensor", "dtype", "device", "shape", "float",
-                                                   "singleton_cache", "empty_like"}));
+  VARLEN_ASSIGN_OR_RETURN(ObjectReader r,
+                          ObjectReader::Open(j, path,
+                                             {"tensor", "dtype", "device", "shape", "float",
+                                              "singleton_cache", "empty_like"}));
   if (const json* values = r.Optional("tensor")) {
     VARLEN_RETURN_IF_ERROR(r.OnlyKeys({"tensor", "dtype", "device", "shape"}));
     VARLEN_ASSIGN_OR_RETURN(a.tensor, ReadTensorLiteral(r, *values));
@@ -255,17 +257,19 @@ absl::Status ReadEnum(const ObjectReader& r, absl::string_view key, bool require
 
 absl::StatusOr<Geometry> ReadGeometry(const json& j, const std::string& path) {
   VARLEN_ASSIGN_OR_RETURN(ObjectReader r,
-                          ObjectReader::Open(j, path, {"seq_lens", "num_heads", "num_kv_heads", "head_dim",
-                                                       "head_dim_v", "dtype", "softmax_scale"}));
+                          ObjectReader::Open(j, path,
+                                             {"seq_lens", "num_heads", "num_kv_heads", "head_dim",
+                                              "head_dim_v", "dtype", "softmax_scale"}));
   Geometry g;
   VARLEN_ASSIGN_OR_RETURN(const json* lens, r.Required("seq_lens"));
   if (!lens->is_array()) return Expected(r.Path("seq_lens"), "an array of token counts", *lens);
   if (static_cast<int64_t>(lens->size()) > kMaxSequences) {
-    return PathError(r.Path("seq_lens"), absl::StrCat(lens->size(), " sequences exceed the limit of ",
-                                                      kMaxSequences));
+    return PathError(r.Path("seq_lens"),
+                     absl::StrCat(lens->size(), " sequences exceed the limit of ", kMaxSequences));
   }
   for (size_t i = 0; i < lens->size(); ++i) {
-    VARLEN_ASSIGN_OR_RETURN(int64_t n, ReadInt((*lens)[i], absl::StrCat(r.Path("seq_lens"), "[", i, "]")));
+    VARLEN_ASSIGN_OR_RETURN(int64_t n,
+                            ReadInt((*lens)[i], absl::StrCat(r.Path("seq_lens"), "[", i, "]")));
     g.seq_lens.push_back(n);
   }
   VARLEN_ASSIGN_OR_RETURN(const json* heads, r.Required("num_heads"));
@@ -291,8 +295,8 @@ absl::StatusOr<DataSpec> ReadData(const json& j, const std::string& path) {
   VARLEN_ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Open(j, path, {"seed", "distribution"}));
   DataSpec d;
   if (const json* seed = r.Optional("seed")) {
-    if (!seed->is_number_integer() || (seed->is_number_integer() && !seed->is_number_unsigned() &&
-                                       seed->get<int64_t>() < 0)) {
+    if (!seed->is_number_integer() ||
+        (seed->is_number_integer() && !seed->is_number_unsigned() && seed->get<int64_t>() < 0)) {
       return Expected(r.Path("seed"), "an integer in [0, 2^64)", *seed);
     }
     d.seed = seed->get<uint64_t>();
@@ -311,11 +315,11 @@ absl::StatusOr<MetadataSpec::Builder> ParseBuilder(absl::string_view name) {
 }
 
 absl::StatusOr<MetadataSpec> ReadMetadata(const json& j, const std::string& path) {
-  VARLEN_ASSIGN_OR_RETURN(
-      ObjectReader r,
-      ObjectReader::Open(j, path, {"builder", "device", "cu_seqlens", "elem_per_token", "seq_lens",
-                                   "max_seqlen", "packed_indptrs", "sequence_lengths",
-                                   "flashinfer_max_seqlen"}));
+  VARLEN_ASSIGN_OR_RETURN(ObjectReader r,
+                          ObjectReader::Open(j, path,
+                                             {"builder", "device", "cu_seqlens", "elem_per_token",
+                                              "seq_lens", "max_seqlen", "packed_indptrs",
+                                              "sequence_lengths", "flashinfer_max_seqlen"}));
   MetadataSpec m;
   VARLEN_RETURN_IF_ERROR(ReadEnum(r, "builder", true, &ParseBuilder, &m.builder));
   switch (m.builder) {
@@ -323,14 +327,14 @@ absl::StatusOr<MetadataSpec> ReadMetadata(const json& j, const std::string& path
       VARLEN_RETURN_IF_ERROR(r.OnlyKeys({"builder", "device", "cu_seqlens", "elem_per_token"}));
       break;
     case MetadataSpec::Builder::kPlain:
-      VARLEN_RETURN_IF_ERROR(r.OnlyKeys({"builder", "device", "cu_seqlens", "max_seqlen",
-                                         "packed_indptrs", "sequence_lengths",
-                                         "flashinfer_max_seqlen"}));
+      VARLEN_RETURN_IF_ERROR(
+          r.OnlyKeys({"builder", "device", "cu_seqlens", "max_seqlen", "packed_indptrs",
+                      "sequence_lengths", "flashinfer_max_seqlen"}));
       break;
     case MetadataSpec::Builder::kManual:
-      VARLEN_RETURN_IF_ERROR(r.OnlyKeys({"builder", "device", "cu_seqlens", "seq_lens", "max_seqlen",
-                                         "packed_indptrs", "sequence_lengths",
-                                         "flashinfer_max_seqlen"}));
+      VARLEN_RETURN_IF_ERROR(
+          r.OnlyKeys({"builder", "device", "cu_seqlens", "seq_lens", "max_seqlen", "packed_indptrs",
+                      "sequence_lengths", "flashinfer_max_seqlen"}));
       break;
   }
   VARLEN_RETURN_IF_ERROR(ReadEnum(r, "device", false, &ParseDevice, &m.device));
@@ -365,8 +369,9 @@ absl::StatusOr<QLayout> ParseLayout(absl::string_view name) {
 absl::StatusOr<CallSpec> ReadCall(const json& j, const std::string& path) {
   VARLEN_ASSIGN_OR_RETURN(
       ObjectReader r,
-      ObjectReader::Open(j, path, {"profile", "entry", "graph_mode", "layout", "bsz", "seq_len",
-                                   "cu_seqlens", "forward_metadata", "kwargs", "sdpa"}));
+      ObjectReader::Open(j, path,
+                         {"profile", "entry", "graph_mode", "layout", "bsz", "seq_len",
+                          "cu_seqlens", "forward_metadata", "kwargs", "sdpa"}));
   CallSpec c;
   VARLEN_RETURN_IF_ERROR(ReadEnum(r, "profile", true, &ParseProfile, &c.profile));
   VARLEN_RETURN_IF_ERROR(ReadEnum(r, "entry", false, &ParseEntry, &c.entry));
@@ -381,13 +386,16 @@ absl::StatusOr<CallSpec> ReadCall(const json& j, const std::string& path) {
     VARLEN_ASSIGN_OR_RETURN(c.seq_len, ReadInt(*seq_len, r.Path("seq_len")));
   }
   VARLEN_RETURN_IF_ERROR(ReadOptionalArg(r, "cu_seqlens", &c.cu_seqlens));
-  if (const json* metadata = r.Optional("forward_metadata"); metadata != nullptr && !metadata->is_null()) {
-    VARLEN_ASSIGN_OR_RETURN(c.forward_metadata, ReadMetadata(*metadata, r.Path("forward_metadata")));
+  if (const json* metadata = r.Optional("forward_metadata");
+      metadata != nullptr && !metadata->is_null()) {
+    VARLEN_ASSIGN_OR_RETURN(c.forward_metadata,
+                            ReadMetadata(*metadata, r.Path("forward_metadata")));
   }
   if (const json* kwargs = r.Optional("kwargs")) {
     if (!kwargs->is_object()) return Expected(r.Path("kwargs"), "an object", *kwargs);
     for (auto it = kwargs->begin(); it != kwargs->end(); ++it) {
-      VARLEN_ASSIGN_OR_RETURN(ArgLiteral value, ReadArg(it.value(), absl::StrCat(r.Path("kwargs"), ".", it.key())));
+      VARLEN_ASSIGN_OR_RETURN(ArgLiteral value,
+                              ReadArg(it.value(), absl::StrCat(r.Path("kwargs"), ".", it.key())));
       c.kwargs.emplace_back(it.key(), std::move(value));
     }
   }
@@ -433,7 +441,8 @@ absl::StatusOr<Expectation> ReadExpectation(const json& j, const std::string& pa
   const json* message = r.Optional("message");
   if (e.outcome == Expectation::Outcome::kError) {
     if (error == nullptr) return PathError(r.Path("error"), "required when outcome is \"error\"");
-    if (message == nullptr) return PathError(r.Path("message"), "required when outcome is \"error\"");
+    if (message == nullptr)
+      return PathError(r.Path("message"), "required when outcome is \"error\"");
     VARLEN_ASSIGN_OR_RETURN(std::string kind, ReadString(*error, r.Path("error")));
     VARLEN_ASSIGN_OR_RETURN(e.error_kind, WithPath(ParseErrorKind(kind), r.Path("error")));
     VARLEN_ASSIGN_OR_RETURN(e.message, ReadString(*message, r.Path("message")));
@@ -454,9 +463,10 @@ absl::StatusOr<Expectation> ReadExpectation(const json& j, const std::string& pa
 }
 
 absl::StatusOr<Case> ReadCase(const json& j) {
-  VARLEN_ASSIGN_OR_RETURN(ObjectReader r,
-                          ObjectReader::Open(j, "$", {"name", "source", "description", "mode",
-                                                      "geometry", "data", "call", "expect"}));
+  VARLEN_ASSIGN_OR_RETURN(
+      ObjectReader r,
+      ObjectReader::Open(
+          j, "$", {"name", "source", "description", "mode", "geometry", "data", "call", "expect"}));
   Case c;
   VARLEN_ASSIGN_OR_RETURN(const json* name, r.Required("name"));
   VARLEN_ASSIGN_OR_RETURN(c.name, ReadString(*name, r.Path("name")));
@@ -491,11 +501,13 @@ absl::Status CheckRange(absl::string_view path, int64_t value, int64_t lo, int64
 }
 
 absl::Status ValidateTensorLiteral(const TensorLiteral& t, const std::string& path) {
-  const int64_t count = static_cast<int64_t>(IsFloatingPoint(t.dtype) ? t.floats.size() : t.ints.size());
+  const int64_t count =
+      static_cast<int64_t>(IsFloatingPoint(t.dtype) ? t.floats.size() : t.ints.size());
   if (t.shape.has_value()) {
     if (t.shape->size() > 8) return PathError(path + ".shape", "at most 8 dimensions");
     int64_t numel = 1;
-    for (int64_t d : *t.shape) numel = std::min<int64_t>(numel * std::max<int64_t>(d, 0), kMaxLiteralValues + 1);
+    for (int64_t d : *t.shape)
+      numel = std::min<int64_t>(numel * std::max<int64_t>(d, 0), kMaxLiteralValues + 1);
     if (numel != count) {
       return PathError(path + ".shape", absl::StrCat("shape ", ShapeToString(*t.shape), " holds ",
                                                      numel, " values but ", count, " are given"));
@@ -539,14 +551,16 @@ absl::Status ValidateGeometry(const Geometry& g) {
   for (size_t i = 0; i < g.seq_lens.size(); ++i) {
     const std::string path = absl::StrCat(p, ".seq_lens[", i, "]");
     if (g.seq_lens[i] < 0) {
-      return PathError(path, absl::StrCat(g.seq_lens[i], " is negative: sequence lengths must be >= 0"));
+      return PathError(path,
+                       absl::StrCat(g.seq_lens[i], " is negative: sequence lengths must be >= 0"));
     }
-    VARLEN_RETURN_IF_ERROR(CheckRange(path, g.seq_lens[i], 0, kMaxTotalTokens,
-                                      "a sequence length must fit in int32"));
+    VARLEN_RETURN_IF_ERROR(
+        CheckRange(path, g.seq_lens[i], 0, kMaxTotalTokens, "a sequence length must fit in int32"));
     total += g.seq_lens[i];
     if (total > kMaxTotalTokens) {
-      return PathError(p + ".seq_lens", absl::StrCat("the sequences hold more than ", kMaxTotalTokens,
-                                                     " tokens, the limit of int32 token offsets"));
+      return PathError(p + ".seq_lens",
+                       absl::StrCat("the sequences hold more than ", kMaxTotalTokens,
+                                    " tokens, the limit of int32 token offsets"));
     }
   }
   VARLEN_RETURN_IF_ERROR(CheckRange(p + ".num_heads", g.num_heads, 1, kMaxHeads, "heads per rank"));
@@ -558,10 +572,12 @@ absl::Status ValidateGeometry(const Geometry& g) {
                                   ": grouped-query attention needs whole groups"));
   }
   VARLEN_RETURN_IF_ERROR(CheckRange(p + ".head_dim", g.head_dim, 1, kMaxHeadDim, "head dimension"));
-  VARLEN_RETURN_IF_ERROR(CheckRange(p + ".head_dim_v", g.head_dim_v, 1, kMaxHeadDim, "value head dimension"));
+  VARLEN_RETURN_IF_ERROR(
+      CheckRange(p + ".head_dim_v", g.head_dim_v, 1, kMaxHeadDim, "value head dimension"));
   if (!IsFloatingPoint(g.dtype)) {
-    return PathError(p + ".dtype", absl::StrCat(DTypeName(g.dtype),
-                                                " is not a floating dtype: q, k and v hold activations"));
+    return PathError(
+        p + ".dtype",
+        absl::StrCat(DTypeName(g.dtype), " is not a floating dtype: q, k and v hold activations"));
   }
   if (g.softmax_scale.has_value() && !std::isfinite(*g.softmax_scale)) {
     return PathError(p + ".softmax_scale", "the intended scale must be finite");
@@ -575,16 +591,17 @@ absl::Status ValidateCall(const CallSpec& c, const Geometry& g) {
   const int64_t bsz = c.bsz.value_or(1);
   VARLEN_RETURN_IF_ERROR(CheckRange(p + ".bsz", bsz, 1, kMaxSequences, "batch items"));
   if (c.seq_len.has_value()) {
-    VARLEN_RETURN_IF_ERROR(CheckRange(p + ".seq_len", *c.seq_len, 0, kMaxTotalTokens, "tokens per item"));
+    VARLEN_RETURN_IF_ERROR(
+        CheckRange(p + ".seq_len", *c.seq_len, 0, kMaxTotalTokens, "tokens per item"));
   }
   if (c.layout == QLayout::kBatched) {
     if (c.profile != Profile::kFlashinferCudnn) {
-      return PathError(p + ".layout", "batched [b, s, h, d] q is only accepted by flashinfer_cudnn");
+      return PathError(p + ".layout",
+                       "batched [b, s, h, d] q is only accepted by flashinfer_cudnn");
     }
     if (!c.seq_len.has_value() || bsz * *c.seq_len != tokens) {
-      return PathError(p + ".layout",
-                       absl::StrCat("batched layout needs bsz * seq_len == ", tokens,
-                                    " (the total of geometry.seq_lens)"));
+      return PathError(p + ".layout", absl::StrCat("batched layout needs bsz * seq_len == ", tokens,
+                                                   " (the total of geometry.seq_lens)"));
     }
   }
   if (c.entry == Entry::kLayer) {
@@ -658,8 +675,8 @@ ojson TensorLiteralToJson(const TensorLiteral& t) {
 
 ojson MetadataToJson(const MetadataSpec& m) {
   ojson j = {{"builder", MetadataBuilderName(m.builder)},
-            {"device", DeviceName(m.device)},
-            {"cu_seqlens", ArgLiteralToJson(m.cu_seqlens)}};
+             {"device", DeviceName(m.device)},
+             {"cu_seqlens", ArgLiteralToJson(m.cu_seqlens)}};
   if (m.builder == MetadataSpec::Builder::kFlashinferCudnn) {
     j["elem_per_token"] = m.elem_per_token;
     return j;
@@ -727,7 +744,8 @@ ojson ArgLiteralToJson(const ArgLiteral& a) {
       return list;
     }
     case ArgLiteral::Kind::kSingletonCache:
-      return {{"singleton_cache", a.cache_has_data ? TensorLiteralToJson(a.tensor) : ojson(nullptr)}};
+      return {
+          {"singleton_cache", a.cache_has_data ? TensorLiteralToJson(a.tensor) : ojson(nullptr)}};
     case ArgLiteral::Kind::kEmptyLikeQ:
       return {{"empty_like", "q"}};
   }
@@ -752,22 +770,20 @@ ojson TensorToJson(const Tensor& t) {
 }
 
 ojson CaseToJson(const Case& c) {
-  ojson geometry = {{"seq_lens", c.geometry.seq_lens},
-                   {"num_heads", c.geometry.num_heads},
-                   {"num_kv_heads", c.geometry.num_kv_heads},
-                   {"head_dim", c.geometry.head_dim},
-                   {"head_dim_v", c.geometry.head_dim_v},
-                   {"dtype", DTypeName(c.geometry.dtype)}};
+  ojson geometry = {
+      {"seq_lens", c.geometry.seq_lens},         {"num_heads", c.geometry.num_heads},
+      {"num_kv_heads", c.geometry.num_kv_heads}, {"head_dim", c.geometry.head_dim},
+      {"head_dim_v", c.geometry.head_dim_v},     {"dtype", DTypeName(c.geometry.dtype)}};
   if (c.geometry.softmax_scale.has_value()) geometry["softmax_scale"] = *c.geometry.softmax_scale;
 
   ojson call = {{"profile", ProfileName(c.call.profile)},
-               {"entry", EntryName(c.call.entry)},
-               {"graph_mode", c.call.graph_mode},
-               {"layout", c.call.layout == QLayout::kPacked ? "packed" : "batched"},
-               {"cu_seqlens", ArgLiteralToJson(c.call.cu_seqlens)},
-               {"forward_metadata", c.call.forward_metadata.has_value()
-                                        ? MetadataToJson(*c.call.forward_metadata)
-                                        : ojson(nullptr)}};
+                {"entry", EntryName(c.call.entry)},
+                {"graph_mode", c.call.graph_mode},
+                {"layout", c.call.layout == QLayout::kPacked ? "packed" : "batched"},
+                {"cu_seqlens", ArgLiteralToJson(c.call.cu_seqlens)},
+                {"forward_metadata", c.call.forward_metadata.has_value()
+                                         ? MetadataToJson(*c.call.forward_metadata)
+                                         : ojson(nullptr)}};
   if (c.call.bsz.has_value()) call["bsz"] = *c.call.bsz;
   if (c.call.seq_len.has_value()) call["seq_len"] = *c.call.seq_len;
   ojson kwargs = ojson::object();
@@ -778,13 +794,14 @@ ojson CaseToJson(const Case& c) {
                     {"softmax_in_single_precision", c.call.sdpa.softmax_in_single_precision}};
   }
 
-  ojson j = {{"name", c.name},
-            {"source", c.source},
-            {"description", c.description},
-            {"mode", ModeName(c.mode)},
-            {"geometry", geometry},
-            {"data", {{"seed", c.data.seed}, {"distribution", DistributionName(c.data.distribution)}}},
-            {"call", call}};
+  ojson j = {
+      {"name", c.name},
+      {"source", c.source},
+      {"description", c.description},
+      {"mode", ModeName(c.mode)},
+      {"geometry", geometry},
+      {"data", {{"seed", c.data.seed}, {"distribution", DistributionName(c.data.distribution)}}},
+      {"call", call}};
   if (c.expect.has_value()) {
     const Expectation& e = *c.expect;
     ojson expect = {{"outcome", ExpectedOutcomeName(e.outcome)}};
@@ -836,8 +853,8 @@ absl::StatusOr<Case> ParseCase(absl::string_view json_text, absl::string_view or
   auto track_keys = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
     if (event == json::parse_event_t::object_start) keys_by_object.emplace_back();
     if (event == json::parse_event_t::object_end) keys_by_object.pop_back();
-    if (event == json::parse_event_t::key && !keys_by_object.back().insert(parsed.get<std::string>()).second &&
-        duplicate.empty()) {
+    if (event == json::parse_event_t::key &&
+        !keys_by_object.back().insert(parsed.get<std::string>()).second && duplicate.empty()) {
       duplicate = parsed.get<std::string>();
     }
     return true;
@@ -849,8 +866,8 @@ absl::StatusOr<Case> ParseCase(absl::string_view json_text, absl::string_view or
     return absl::InvalidArgumentError(absl::StrCat(origin, ": invalid JSON: ", e.what()));
   }
   if (!duplicate.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(origin, ": invalid JSON: the key \"", duplicate, "\" appears twice in one object"));
+    return absl::InvalidArgumentError(absl::StrCat(origin, ": invalid JSON: the key \"", duplicate,
+                                                   "\" appears twice in one object"));
   }
   absl::StatusOr<Case> c = ReadCase(j);
   if (c.ok()) {
@@ -867,9 +884,8 @@ absl::StatusOr<Case> LoadCaseFile(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   if (text.str().size() > static_cast<size_t>(kMaxCaseFileBytes)) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": ", text.str().size(),
-                                                   " bytes exceed the case file limit of ",
-                                                   kMaxCaseFileBytes));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": ", text.str().size(), " bytes exceed the case file limit of ", kMaxCaseFileBytes));
   }
   return ParseCase(text.str(), path);
 }

@@ -44,8 +44,9 @@ Value Materialize(const ArgLiteral& a, const Tensor& q) {
       return Value::Cache(std::move(cache));
     }
     case ArgLiteral::Kind::kEmptyLikeQ:
-      return Value::FromTensor(q.has_storage() ? Tensor::Zeros(q.dtype(), q.device(), q.shape())
-                                               : Tensor::ShapeOnly(q.dtype(), q.device(), q.shape()));
+      return Value::FromTensor(q.has_storage()
+                                   ? Tensor::Zeros(q.dtype(), q.device(), q.shape())
+                                   : Tensor::ShapeOnly(q.dtype(), q.device(), q.shape()));
   }
   return Value::None();
 }
@@ -136,21 +137,20 @@ void CheckExpectation(const Case& c, Outcome* outcome) {
     const Expectation& e = *c.expect;
     switch (e.outcome) {
       case Expectation::Outcome::kError: {
-        const std::string expected =
-            FormatPythonError(PythonError(e.error_kind, e.message));
+        const std::string expected = FormatPythonError(PythonError(e.error_kind, e.message));
         if (outcome->observed != Observed::kError) {
-          mismatches.push_back(absl::StrCat("expected ", expected, "; observed ",
-                                            ObservedName(outcome->observed)));
+          mismatches.push_back(
+              absl::StrCat("expected ", expected, "; observed ", ObservedName(outcome->observed)));
         } else if (FormatPythonError(outcome->error) != expected) {
-          mismatches.push_back(absl::StrCat("expected ", expected, "; raised ",
-                                            FormatPythonError(outcome->error)));
+          mismatches.push_back(
+              absl::StrCat("expected ", expected, "; raised ", FormatPythonError(outcome->error)));
         }
         break;
       }
       case Expectation::Outcome::kSuccess:
         if (outcome->observed != Observed::kSuccess) {
-          mismatches.push_back(absl::StrCat("expected success; observed ",
-                                            ObservedName(outcome->observed)));
+          mismatches.push_back(
+              absl::StrCat("expected success; observed ", ObservedName(outcome->observed)));
         }
         break;
       case Expectation::Outcome::kSilentCorruption:
@@ -309,7 +309,8 @@ Outcome CaseRunner::Run(const Backend& backend) {
     CheckExpectation(case_, &outcome);
     return outcome;
   }
-  outcome.numerics = JudgeOutput(case_.geometry, GetReference(), kernel->output(), options_.tolerance);
+  outcome.numerics =
+      JudgeOutput(case_.geometry, GetReference(), kernel->output(), options_.tolerance);
   outcome.observed = outcome.numerics->passed ? Observed::kSuccess : Observed::kCorruption;
   CheckExpectation(case_, &outcome);
   return outcome;

@@ -47,8 +47,8 @@ Tensor Packed3d(const Tensor& t) {
 std::vector<double> RunReference(const Geometry& g, const Tensor& q, const Tensor& k,
                                  const Tensor& v, DType output_dtype,
                                  ReferencePrecision precision) {
-  KernelCall call = BindGroundTruth(Packed3d(q), Packed3d(k), Packed3d(v), g.seq_lens, g.scale(),
-                                    output_dtype);
+  KernelCall call =
+      BindGroundTruth(Packed3d(q), Packed3d(k), Packed3d(v), g.seq_lens, g.scale(), output_dtype);
   ReferenceAttention(call.params(), precision);
   std::vector<double> out(static_cast<size_t>(call.output().numel()));
   for (size_t i = 0; i < out.size(); ++i) out[i] = call.output().DoubleAt(static_cast<int64_t>(i));
@@ -136,8 +136,8 @@ NumericReport JudgeOutput(const Geometry& g, const Reference& reference, const T
       }
     }
   }
-  report.passed = report.unwritten == 0 && report.non_finite == 0 &&
-                  report.max_abs_error <= report.bound;
+  report.passed =
+      report.unwritten == 0 && report.non_finite == 0 && report.max_abs_error <= report.bound;
   return report;
 }
 
@@ -146,12 +146,16 @@ std::string SummarizeNumerics(const NumericReport& r) {
       "max abs error %.3g %s bound %.3g (%.3g x emulation %.3g + noise %.3g), max rel error %.3g",
       r.max_abs_error, r.max_abs_error <= r.bound ? "<=" : ">", r.bound, r.tolerance_factor,
       r.emulation_error, r.noise_floor, r.max_rel_error);
-  if (r.unwritten > 0) absl::StrAppend(&text, "; ", r.unwritten, " of ", r.elements, " elements never written");
-  if (r.non_finite > 0) absl::StrAppend(&text, "; ", r.non_finite, " NaN/Inf where the reference is finite");
+  if (r.unwritten > 0)
+    absl::StrAppend(&text, "; ", r.unwritten, " of ", r.elements, " elements never written");
+  if (r.non_finite > 0)
+    absl::StrAppend(&text, "; ", r.non_finite, " NaN/Inf where the reference is finite");
   if (!r.passed && r.worst.sequence >= 0) {
-    absl::StrAppend(&text, absl::StrFormat("; worst at sequence %d row %d head %d dim %d: expected %.6g, got %.6g",
-                                           r.worst.sequence, r.worst.row, r.worst.head, r.worst.dim,
-                                           r.worst.expected, r.worst.actual));
+    absl::StrAppend(
+        &text,
+        absl::StrFormat("; worst at sequence %d row %d head %d dim %d: expected %.6g, got %.6g",
+                        r.worst.sequence, r.worst.row, r.worst.head, r.worst.dim, r.worst.expected,
+                        r.worst.actual));
   }
   return text;
 }

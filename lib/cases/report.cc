@@ -12,8 +12,9 @@ namespace {
 using ojson = nlohmann::ordered_json;
 
 std::string CountsText(const DeviceEventCounts& c) {
-  return absl::StrCat(c.host_syncs, " host syncs, ", c.host_to_device_copies, " host-to-device and ",
-                      c.device_to_host_copies, " device-to-host copies, ", c.casts, " casts");
+  return absl::StrCat(c.host_syncs, " host syncs, ", c.host_to_device_copies,
+                      " host-to-device and ", c.device_to_host_copies, " device-to-host copies, ",
+                      c.casts, " casts");
 }
 
 std::string ArgText(const ArgLiteral& a) {
@@ -26,7 +27,8 @@ std::string ArgText(const ArgLiteral& a) {
         values.push_back("...");
         i = n - 6;
       }
-      values.push_back(IsFloatingPoint(t.dtype) ? absl::StrCat(t.floats[i]) : absl::StrCat(t.ints[i]));
+      values.push_back(IsFloatingPoint(t.dtype) ? absl::StrCat(t.floats[i])
+                                                : absl::StrCat(t.ints[i]));
     }
     std::string text = absl::StrCat("tensor([", absl::StrJoin(values, ", "), "]");
     if (t.shape.has_value()) absl::StrAppend(&text, ", shape=", ShapeToString(*t.shape));
@@ -39,8 +41,9 @@ std::string ArgText(const ArgLiteral& a) {
     return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
   }
   if (a.kind == ArgLiteral::Kind::kSingletonCache) {
-    return a.cache_has_data ? absl::StrCat("SingletonCache(data=", ArgText(ArgLiteral::Tensor(a.tensor)), ")")
-                            : "SingletonCache(data=None)";
+    return a.cache_has_data
+               ? absl::StrCat("SingletonCache(data=", ArgText(ArgLiteral::Tensor(a.tensor)), ")")
+               : "SingletonCache(data=None)";
   }
   if (a.kind == ArgLiteral::Kind::kEmptyLikeQ) return "torch.empty_like(q)";
   if (a.kind == ArgLiteral::Kind::kNone) return "None";
@@ -52,8 +55,8 @@ std::string ArgText(const ArgLiteral& a) {
 
 std::string MetadataText(const MetadataSpec& m) {
   if (m.builder == MetadataSpec::Builder::kFlashinferCudnn) {
-    return absl::StrCat("prepare_flashinfer_cudnn_vision_attention_metadata(", ArgText(m.cu_seqlens),
-                        ", elem_per_token=", m.elem_per_token, ")");
+    return absl::StrCat("prepare_flashinfer_cudnn_vision_attention_metadata(",
+                        ArgText(m.cu_seqlens), ", elem_per_token=", m.elem_per_token, ")");
   }
   std::vector<std::string> parts = {ArgText(m.cu_seqlens)};
   auto add = [&parts](const char* name, const ArgLiteral& v) {
@@ -64,8 +67,9 @@ std::string MetadataText(const MetadataSpec& m) {
   add("packed_indptrs", m.packed_indptrs);
   add("sequence_lengths", m.sequence_lengths);
   add("flashinfer_max_seqlen", m.flashinfer_max_seqlen);
-  return absl::StrCat(m.builder == MetadataSpec::Builder::kManual ? "VisionAttentionMetadata("
-                                                                 : "prepare_vision_attention_metadata(",
+  return absl::StrCat(m.builder == MetadataSpec::Builder::kManual
+                          ? "VisionAttentionMetadata("
+                          : "prepare_vision_attention_metadata(",
                       absl::StrJoin(parts, ", "), ")");
 }
 
@@ -74,8 +78,9 @@ std::string ObservedText(const Outcome& o) {
     case Observed::kError:
       return absl::StrCat("error raised by the ", o.error_stage);
     case Observed::kSuccess:
-      return o.resolution_only_reason.empty() ? "success: the output matches the reference"
-                                              : absl::StrCat("success (", o.resolution_only_reason, ")");
+      return o.resolution_only_reason.empty()
+                 ? "success: the output matches the reference"
+                 : absl::StrCat("success (", o.resolution_only_reason, ")");
     case Observed::kCorruption:
       return !o.kernel_fault.ok() ? absl::StrCat("silent corruption: ", o.kernel_fault.message())
                                   : "silent corruption: the output does not match the reference";
@@ -118,7 +123,8 @@ ojson ValueToJson(const Value& value) {
     }
     case Value::Kind::kSingletonCache: {
       const SingletonCache& cache = *value.as_cache();
-      return {{"singleton_cache", cache.data.has_value() ? TensorToJson(*cache.data) : ojson(nullptr)}};
+      return {
+          {"singleton_cache", cache.data.has_value() ? TensorToJson(*cache.data) : ojson(nullptr)}};
     }
   }
   return nullptr;
@@ -168,7 +174,8 @@ std::string DescribeCall(const CallSpec& call) {
   parts.push_back(absl::StrCat("forward_metadata=", call.forward_metadata.has_value()
                                                         ? MetadataText(*call.forward_metadata)
                                                         : "None"));
-  for (const auto& [key, value] : call.kwargs) parts.push_back(absl::StrCat(key, "=", ArgText(value)));
+  for (const auto& [key, value] : call.kwargs)
+    parts.push_back(absl::StrCat(key, "=", ArgText(value)));
   if (call.bsz.has_value()) parts.push_back(absl::StrCat("bsz=", *call.bsz));
   if (call.seq_len.has_value()) parts.push_back(absl::StrCat("seq_len=", *call.seq_len));
   return absl::StrJoin(parts, ", ");
@@ -179,35 +186,39 @@ std::string FormatOutcomeText(const Case& c, const std::string& origin, const Ou
   absl::StrAppend(&text, "  source:     ", c.source, "\n");
   if (!c.description.empty()) absl::StrAppend(&text, "  about:      ", c.description, "\n");
   absl::StrAppend(&text, "  call:       ", ProfileName(c.call.profile), " ", ModeName(c.mode), ", ",
-                  EntryName(c.call.entry), c.call.graph_mode ? ", cuda-graph mode" : "", ", backend ",
-                  o.backend, "\n");
+                  EntryName(c.call.entry), c.call.graph_mode ? ", cuda-graph mode" : "",
+                  ", backend ", o.backend, "\n");
   absl::StrAppend(&text, "  geometry:   seq_lens ",
                   c.geometry.seq_lens.size() > 16
                       ? absl::StrCat(c.geometry.seq_lens.size(), " sequences, ",
                                      c.geometry.total_tokens(), " tokens")
                       : absl::StrCat("[", absl::StrJoin(c.geometry.seq_lens, ", "), "]"),
                   ", heads ", c.geometry.num_heads, "/", c.geometry.num_kv_heads, ", head_dim ",
-                  c.geometry.head_dim, "/", c.geometry.head_dim_v, ", ", DTypeName(c.geometry.dtype),
-                  "\n");
+                  c.geometry.head_dim, "/", c.geometry.head_dim_v, ", ",
+                  DTypeName(c.geometry.dtype), "\n");
   absl::StrAppend(&text, "  passed:     ", DescribeCall(c.call), "\n");
   if (!o.builder_events.empty()) {
     absl::StrAppend(&text, "  builder:    ", CountsText(CountDeviceEvents(o.builder_events)), "\n");
   }
   if (o.resolution.has_value()) {
-    for (const std::string& note : o.resolution->notes) absl::StrAppend(&text, "  resolution: ", note, "\n");
+    for (const std::string& note : o.resolution->notes)
+      absl::StrAppend(&text, "  resolution: ", note, "\n");
     absl::StrAppend(&text, "  device:     ", CountsText(o.resolution->counts()), "\n");
     for (const DeviceEvent& e : o.resolution->events) {
       absl::StrAppend(&text, "              ", DeviceEventKindName(e.kind), ": ", e.what, "\n");
     }
     if (o.resolution->args.has_value()) {
-      absl::StrAppend(&text, "  resolved:   ", ResolvedArgsToJson(*o.resolution->args).dump(), "\n");
+      absl::StrAppend(&text, "  resolved:   ", ResolvedArgsToJson(*o.resolution->args).dump(),
+                      "\n");
     }
   }
   if (!o.kernel.empty()) absl::StrAppend(&text, "  kernel:     ", o.kernel, "\n");
-  if (o.numerics.has_value()) absl::StrAppend(&text, "  numerics:   ", SummarizeNumerics(*o.numerics), "\n");
+  if (o.numerics.has_value())
+    absl::StrAppend(&text, "  numerics:   ", SummarizeNumerics(*o.numerics), "\n");
   absl::StrAppend(&text, "  outcome:    ", ObservedText(o), "\n");
   if (o.observed == Observed::kError) absl::StrAppend(&text, FormatPythonError(o.error), "\n");
-  if (c.expect.has_value()) absl::StrAppend(&text, "  expected:   ", ExpectationText(*c.expect), "\n");
+  if (c.expect.has_value())
+    absl::StrAppend(&text, "  expected:   ", ExpectationText(*c.expect), "\n");
   absl::StrAppend(&text, "  verdict:    ", VerdictName(o.verdict), "\n");
   for (const std::string& m : o.mismatches) absl::StrAppend(&text, "    - ", m, "\n");
   return text;
@@ -248,12 +259,13 @@ ojson OutcomeToJson(const Case& c, const std::string& origin, const Outcome& o) 
                      {"noise_floor", n.noise_floor},
                      {"unwritten", n.unwritten},
                      {"non_finite", n.non_finite},
-                     {"worst", {{"sequence", n.worst.sequence},
-                                {"row", n.worst.row},
-                                {"head", n.worst.head},
-                                {"dim", n.worst.dim},
-                                {"expected", n.worst.expected},
-                                {"actual", n.worst.actual}}},
+                     {"worst",
+                      {{"sequence", n.worst.sequence},
+                       {"row", n.worst.row},
+                       {"head", n.worst.head},
+                       {"dim", n.worst.dim},
+                       {"expected", n.worst.expected},
+                       {"actual", n.worst.actual}}},
                      {"per_sequence_max_error", n.per_sequence_max_error}};
   }
   return j;

@@ -18,8 +18,8 @@ absl::StatusOr<Enum> ParseName(const std::array<std::pair<Enum, absl::string_vie
     if (spelled == name) return value;
     names.push_back(spelled);
   }
-  return absl::InvalidArgumentError(absl::StrCat(what, " \"", name, "\" is not one of ",
-                                                 absl::StrJoin(names, ", ")));
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, " \"", name, "\" is not one of ", absl::StrJoin(names, ", ")));
 }
 
 template <typename Enum, size_t N>

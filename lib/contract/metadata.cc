@@ -74,7 +74,8 @@ absl::StatusOr<VisionAttentionMetadata> PrepareVisionAttentionMetadata(
     stamp = StampFor(offsets, 0);
     if (!options.max_seqlen.is_none()) {
       Longest longest = FindLongest(OffsetsToLengths(offsets), "seq_lens");
-      VARLEN_RETURN_IF_ERROR(CheckMaxSeqlen(options.max_seqlen, longest.value, longest.source).status());
+      VARLEN_RETURN_IF_ERROR(
+          CheckMaxSeqlen(options.max_seqlen, longest.value, longest.source).status());
     }
   }
   VARLEN_ASSIGN_OR_RETURN(Tensor cu, AsTensorForTo(cu_seqlens));
@@ -97,8 +98,10 @@ absl::StatusOr<VisionAttentionMetadata> PrepareVisionAttentionMetadata(
   return metadata;
 }
 
-absl::StatusOr<VisionAttentionMetadata> PrepareFlashinferCudnnMetadata(
-    const Value& cu_seqlens, Device device, int64_t elem_per_token, Mode mode) {
+absl::StatusOr<VisionAttentionMetadata> PrepareFlashinferCudnnMetadata(const Value& cu_seqlens,
+                                                                       Device device,
+                                                                       int64_t elem_per_token,
+                                                                       Mode mode) {
   std::optional<MetadataStamp> stamp;
   if (mode == Mode::kHardened) {
     if (elem_per_token <= 0) {

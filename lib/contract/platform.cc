@@ -43,7 +43,7 @@ absl::Status OnlyAvailable(absl::string_view message) {
 absl::StatusOr<std::string> DetermineAttentionBackend(
     const Platform& platform, const std::optional<std::string>& server_override,
     const std::optional<std::string>& passed_backend) {
-  std::string backend = server_override.has_value()   ? *server_override
+  std::string backend = server_override.has_value()  ? *server_override
                         : passed_backend.has_value() ? *passed_backend
                                                      : PlatformDefault(platform);
   if (backend == "fa3" && IsBlackwell(platform)) {
@@ -89,10 +89,10 @@ absl::StatusOr<std::vector<int64_t>> AscendActualSeqLengths(const Tensor& cu_seq
   }
   const int64_t last = ends.empty() ? 0 : ends.back();
   if (last != total_tokens) {
-    return PythonError(PyErrorKind::kRuntimeError,
-                       absl::StrCat("queryT(", total_tokens,
-                                    ") must be equal to the last element of actualSequenceLengthQ(",
-                                    last, ")"));
+    return PythonError(
+        PyErrorKind::kRuntimeError,
+        absl::StrCat("queryT(", total_tokens,
+                     ") must be equal to the last element of actualSequenceLengthQ(", last, ")"));
   }
   return ends;
 }

@@ -48,8 +48,7 @@ absl::StatusOr<ResolvedArgs> Dispatch(const internal::ResolveContext& ctx, Profi
 absl::Status LayerEpilogue(const ResolvedArgs& resolved) {
   if (const auto* triton = std::get_if<TritonArgs>(&resolved.args)) {
     if (triton->output_from_workspace && triton->output_ws.is_none()) {
-      return PythonError(PyErrorKind::kAttributeError,
-                         "'NoneType' object has no attribute 'dim'");
+      return PythonError(PyErrorKind::kAttributeError, "'NoneType' object has no attribute 'dim'");
     }
   }
   return absl::OkStatus();

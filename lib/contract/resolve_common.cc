@@ -51,23 +51,25 @@ absl::StatusOr<int64_t> CheckQkvShapes(const AttentionCall& call, bool allow_4d)
     }
     if (!t.is_contiguous()) {
       return PythonError(PyErrorKind::kValueError,
-                         absl::StrCat(kNames[i], " is not contiguous: packed varlen layouts "
-                                                 "address tokens with one fixed stride"));
+                         absl::StrCat(kNames[i],
+                                      " is not contiguous: packed varlen layouts "
+                                      "address tokens with one fixed stride"));
     }
-    if (t.dim() != call.q.dim() || ShapeNumel({t.shape().begin(), t.shape().end() - 2}) !=
-                                       ShapeNumel({call.q.shape().begin(), call.q.shape().end() - 2})) {
-      return PythonError(PyErrorKind::kValueError,
-                         absl::StrCat(kNames[i], " has shape ", ShapeToString(t.shape()),
-                                      " but q has ", ShapeToString(call.q.shape()),
-                                      ": q, k and v must hold the same tokens"));
+    if (t.dim() != call.q.dim() ||
+        ShapeNumel({t.shape().begin(), t.shape().end() - 2}) !=
+            ShapeNumel({call.q.shape().begin(), call.q.shape().end() - 2})) {
+      return PythonError(
+          PyErrorKind::kValueError,
+          absl::StrCat(kNames[i], " has shape ", ShapeToString(t.shape()), " but q has ",
+                       ShapeToString(call.q.shape()), ": q, k and v must hold the same tokens"));
     }
   }
   const int64_t heads = call.q.size(-2), kv_heads = call.k.size(-2);
   if (call.v.size(-2) != kv_heads || kv_heads == 0 || heads % kv_heads != 0) {
-    return PythonError(PyErrorKind::kValueError,
-                       absl::StrCat("q has ", heads, " heads, k ", kv_heads, " and v ",
-                                    call.v.size(-2),
-                                    ": k and v must have equal heads that divide q's"));
+    return PythonError(
+        PyErrorKind::kValueError,
+        absl::StrCat("q has ", heads, " heads, k ", kv_heads, " and v ", call.v.size(-2),
+                     ": k and v must have equal heads that divide q's"));
   }
   if (call.k.size(-1) != call.q.size(-1)) {
     return PythonError(PyErrorKind::kValueError,
@@ -91,12 +93,12 @@ absl::StatusOr<CheckedCuSeqlens> CheckCuSeqlensForKernel(const ResolveContext& c
                                                          int64_t tokens, bool may_cast) {
   const Device device = ctx.call.q.device();
   if (!may_cast && (cu.dtype() != DType::kInt32 || cu.device() != device)) {
-    return PythonError(PyErrorKind::kValueError,
-                       absl::StrCat(name, " is ", DTypeName(cu.dtype()), " on ",
-                                    DeviceName(cu.device()),
-                                    ": in cuda-graph mode the kernel reads it as it is, so it "
-                                    "must be int32 on q's device (",
-                                    DeviceName(device), ")"));
+    return PythonError(
+        PyErrorKind::kValueError,
+        absl::StrCat(name, " is ", DTypeName(cu.dtype()), " on ", DeviceName(cu.device()),
+                     ": in cuda-graph mode the kernel reads it as it is, so it "
+                     "must be int32 on q's device (",
+                     DeviceName(device), ")"));
   }
   CheckedCuSeqlens checked;
   VARLEN_ASSIGN_OR_RETURN(checked.offsets, CheckTokenOffsets(cu, name, tokens));
@@ -117,10 +119,10 @@ absl::StatusOr<CheckedCuSeqlens> CheckMetadataCuSeqlens(const ResolveContext& ct
   }
   const MetadataStamp& stamp = *metadata.stamp;
   if (stamp.total_tokens != tokens) {
-    return PythonError(PyErrorKind::kValueError,
-                       absl::StrCat("forward_metadata was built for ", stamp.total_tokens,
-                                    " tokens but q has ", tokens,
-                                    ": metadata must be rebuilt for every batch"));
+    return PythonError(
+        PyErrorKind::kValueError,
+        absl::StrCat("forward_metadata was built for ", stamp.total_tokens, " tokens but q has ",
+                     tokens, ": metadata must be rebuilt for every batch"));
   }
   ctx.Note("source: forward_metadata stamped by a hardened builder; checked on the host");
   CheckedCuSeqlens checked;
@@ -158,21 +160,22 @@ absl::StatusOr<TokenSource> ResolveHardenedTokenSource(
     }
     ctx.Note(absl::StrCat("source: cuda-graph list ", layout, "; validated"));
     VARLEN_ASSIGN_OR_RETURN(Tensor cu, RequireTensorField(list.front(), "cu_seqlens[0]"));
-    VARLEN_ASSIGN_OR_RETURN(source.checked, CheckCuSeqlensForKernel(ctx, cu, "cu_seqlens[0]", tokens,
-                                                                    /*may_cast=*/false));
+    VARLEN_ASSIGN_OR_RETURN(source.checked,
+                            CheckCuSeqlensForKernel(ctx, cu, "cu_seqlens[0]", tokens,
+                                                    /*may_cast=*/false));
     source.max_seqlen = list.back();
     source.max_name = absl::StrCat("cu_seqlens[", list.size() - 1, "]");
     if (source.max_seqlen.is_none()) {
-      return PythonError(PyErrorKind::kTypeError,
-                         absl::StrCat(source.max_name,
-                                      "=None: the cuda-graph list must carry max_seqlen"));
+      return PythonError(
+          PyErrorKind::kTypeError,
+          absl::StrCat(source.max_name, "=None: the cuda-graph list must carry max_seqlen"));
     }
     return source;
   }
   ctx.Note("source: cu_seqlens via resolve_seqlens; validated, cast to int32 on q's device");
   VARLEN_ASSIGN_OR_RETURN(Tensor cu, HardenedResolveSeqlens(ctx));
-  VARLEN_ASSIGN_OR_RETURN(source.checked,
-                          CheckCuSeqlensForKernel(ctx, cu, "cu_seqlens", tokens, /*may_cast=*/true));
+  VARLEN_ASSIGN_OR_RETURN(
+      source.checked, CheckCuSeqlensForKernel(ctx, cu, "cu_seqlens", tokens, /*may_cast=*/true));
   source.max_seqlen = ctx.kwargs.get("max_seqlen");
   source.max_name = "max_seqlen";
   return source;

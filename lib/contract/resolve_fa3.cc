@@ -48,8 +48,9 @@ absl::StatusOr<Fa3Args> ResolveHardened(const ResolveContext& ctx) {
   VARLEN_ASSIGN_OR_RETURN(TokenSource source,
                           ResolveHardenedTokenSource(ctx, tokens, {"cu_seqlens", "max_seqlen"}));
   Fa3Args args;
-  VARLEN_ASSIGN_OR_RETURN(int64_t max, CheckOrDeriveMaxSeqlen(ctx, source.max_seqlen,
-                                                              source.checked.longest, source.max_name));
+  VARLEN_ASSIGN_OR_RETURN(
+      int64_t max,
+      CheckOrDeriveMaxSeqlen(ctx, source.max_seqlen, source.checked.longest, source.max_name));
   args.cu_seqlens = Value::FromTensor(source.checked.cu);
   args.max_seqlen = Value::Int(max);
   VARLEN_ASSIGN_OR_RETURN(args.scale, ResolveSoftmaxScale(ctx, call.q.size(-1)));

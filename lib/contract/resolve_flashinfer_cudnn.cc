@@ -42,8 +42,8 @@ Tensor Flatten4d(const Tensor& t) {
 
 // Steps 5-7 and 9: the tensors the kernel receives.
 absl::StatusOr<FlashinferCudnnArgs> PackArgs(const ResolveContext& ctx, const Tensor& q3,
-                                             const Tensor& sequence_lengths,
-                                             const Tensor& packed, int64_t max_seqlen) {
+                                             const Tensor& sequence_lengths, const Tensor& packed,
+                                             int64_t max_seqlen) {
   const Device device = ctx.call.q.device();
   Tensor seq_1d = To(sequence_lengths.Reshape({-1}), device, DType::kInt32,
                      "sequence_lengths.view(-1).to(q.device, torch.int32)");
@@ -132,9 +132,8 @@ absl::StatusOr<FlashinferCudnnArgs> ResolveFaithful(const ResolveContext& ctx) {
     return PythonError(PyErrorKind::kRuntimeError, "sequence_lengths must be a torch.Tensor");
   }
   // Steps 5-7.
-  VARLEN_ASSIGN_OR_RETURN(
-      FlashinferCudnnArgs args,
-      PackArgs(ctx, q3, sequence_lengths.as_tensor(), packed.as_tensor(), max_int));
+  VARLEN_ASSIGN_OR_RETURN(FlashinferCudnnArgs args, PackArgs(ctx, q3, sequence_lengths.as_tensor(),
+                                                             packed.as_tensor(), max_int));
   // Step 8.
   VARLEN_RETURN_IF_ERROR(FaithfulBoundsCheck(q3, args));
   return args;
@@ -178,8 +177,8 @@ absl::Status CheckPackedIndptrs(const Tensor& packed, absl::string_view name,
         return HardenedValueError(absl::StrCat(
             name, "[", at, "]=", values[at], " != ", expected, " (", kThirds[third],
             " offset of sequence ", i,
-            "): each offset must be the running sum of sequence_lengths x heads*head_dim (",
-            width, ")"));
+            "): each offset must be the running sum of sequence_lengths x heads*head_dim (", width,
+            ")"));
       }
       if (i < batch) expected += lengths[i] * width;
     }
@@ -206,8 +205,8 @@ absl::StatusOr<int64_t> HardenedMax(const ResolveContext& ctx, const Value& max_
                                     const Longest& longest, absl::string_view name) {
   if (max_seqlen.is_none()) {
     const int64_t bucket = BucketedMaxSeqlen(longest.value);
-    ctx.Note(absl::StrCat(name, " not given: bucketed from the longest sequence (",
-                          longest.value, ") to ", bucket));
+    ctx.Note(absl::StrCat(name, " not given: bucketed from the longest sequence (", longest.value,
+                          ") to ", bucket));
     return bucket;
   }
   return CheckMaxSeqlen(max_seqlen, longest.value, longest.source, name);
@@ -225,12 +224,13 @@ absl::StatusOr<FlashinferCudnnArgs> ResolveHardened(const ResolveContext& ctx) {
         ": flashinfer_cudnn offsets q, k and v with one per-token width, so heads must match"));
   }
   if (v3.size(2) != q3.size(2)) {
-    return HardenedValueError(absl::StrCat(
-        "v has head_dim ", v3.size(2), " but q has ", q3.size(2),
-        ": flashinfer_cudnn offsets v with the q/k width, so head dims must match"));
+    return HardenedValueError(
+        absl::StrCat("v has head_dim ", v3.size(2), " but q has ", q3.size(2),
+                     ": flashinfer_cudnn offsets v with the q/k width, so head dims must match"));
   }
   const int64_t width = q3.size(1) * q3.size(2);
-  VARLEN_RETURN_IF_ERROR(CheckElementOffsetsFitInt32(tokens, "q.shape[0]", width, "heads*head_dim"));
+  VARLEN_RETURN_IF_ERROR(
+      CheckElementOffsetsFitInt32(tokens, "q.shape[0]", width, "heads*head_dim"));
 
   const auto& metadata = call.forward_metadata;
   if (metadata.has_value() && !metadata->packed_indptrs.is_none()) {
@@ -241,9 +241,9 @@ absl::StatusOr<FlashinferCudnnArgs> ResolveHardened(const ResolveContext& ctx) {
     if (metadata->stamp.has_value() && metadata->stamp->elem_per_token > 0) {
       const MetadataStamp& stamp = *metadata->stamp;
       if (stamp.total_tokens != tokens) {
-        return HardenedValueError(absl::StrCat(
-            "forward_metadata was built for ", stamp.total_tokens, " tokens but q has ", tokens,
-            ": metadata must be rebuilt for every batch"));
+        return HardenedValueError(absl::StrCat("forward_metadata was built for ",
+                                               stamp.total_tokens, " tokens but q has ", tokens,
+                                               ": metadata must be rebuilt for every batch"));
       }
       if (stamp.elem_per_token != width) {
         return HardenedValueError(absl::StrCat(
@@ -263,11 +263,10 @@ absl::StatusOr<FlashinferCudnnArgs> ResolveHardened(const ResolveContext& ctx) {
                             CheckSequenceLengths(metadata->sequence_lengths));
     VARLEN_RETURN_IF_ERROR(
         CheckPackedIndptrs(packed, "forward_metadata.packed_indptrs", lengths, width, tokens));
-    VARLEN_ASSIGN_OR_RETURN(
-        int64_t max_int,
-        HardenedMax(ctx, metadata->flashinfer_max_seqlen,
-                    FindLongest(lengths, "forward_metadata.sequence_lengths"),
-                    "forward_metadata.flashinfer_max_seqlen"));
+    VARLEN_ASSIGN_OR_RETURN(int64_t max_int,
+                            HardenedMax(ctx, metadata->flashinfer_max_seqlen,
+                                        FindLongest(lengths, "forward_metadata.sequence_lengths"),
+                                        "forward_metadata.flashinfer_max_seqlen"));
     return PackArgs(ctx, q3, seq, packed, max_int);
   }
 
@@ -286,11 +285,11 @@ absl::StatusOr<FlashinferCudnnArgs> ResolveHardened(const ResolveContext& ctx) {
   ctx.Note("source: kwargs sequence_lengths and cu_seqlens as packed indptrs; validated");
   VARLEN_ASSIGN_OR_RETURN(std::vector<int64_t> lengths, CheckSequenceLengths(sequence_lengths));
   if (!call.cu_seqlens.is_tensor()) {
-    return PythonError(PyErrorKind::kTypeError,
-                       absl::StrCat("cu_seqlens=", call.cu_seqlens.Repr(), " is a ",
-                                    call.cu_seqlens.TypeName(),
-                                    ": with sequence_lengths given, flashinfer_cudnn needs the "
-                                    "packed element indptrs as a tensor"));
+    return PythonError(
+        PyErrorKind::kTypeError,
+        absl::StrCat("cu_seqlens=", call.cu_seqlens.Repr(), " is a ", call.cu_seqlens.TypeName(),
+                     ": with sequence_lengths given, flashinfer_cudnn needs the "
+                     "packed element indptrs as a tensor"));
   }
   const Tensor& packed = call.cu_seqlens.as_tensor();
   VARLEN_RETURN_IF_ERROR(CheckPackedIndptrs(packed, "cu_seqlens", lengths, width, tokens));

@@ -49,9 +49,9 @@ absl::StatusOr<SdpaArgs> ResolveFaithful(const ResolveContext& ctx) {
     return args;
   }
   if (!call.cu_seqlens.is_tensor()) {
-    return PythonError(PyErrorKind::kAttributeError,
-                       absl::StrCat("'", call.cu_seqlens.TypeName(),
-                                    "' object has no attribute 'cpu'"));
+    return PythonError(
+        PyErrorKind::kAttributeError,
+        absl::StrCat("'", call.cu_seqlens.TypeName(), "' object has no attribute 'cpu'"));
   }
   const Tensor& cu = call.cu_seqlens.as_tensor();
   args.cu_seqlens = To(cu, Device::kCpu, cu.dtype(), "cu_seqlens.cpu()").ToHostInts("tolist()");
@@ -84,12 +84,12 @@ absl::StatusOr<SdpaArgs> ResolveHardened(const ResolveContext& ctx) {
   args.scale = ConstructionScale(call);
   VARLEN_ASSIGN_OR_RETURN(const double requested, ResolveSoftmaxScale(ctx, call.q.size(-1)));
   if (requested != args.scale) {
-    return PythonError(PyErrorKind::kValueError,
-                       absl::StrCat("softmax_scale=", ctx.kwargs.get("softmax_scale").Repr(),
-                                    " differs from the scale sdpa was constructed with (",
-                                    PyFloatRepr(args.scale),
-                                    "): sdpa ignores the per-call scale, so it must be set at "
-                                    "construction"));
+    return PythonError(
+        PyErrorKind::kValueError,
+        absl::StrCat("softmax_scale=", ctx.kwargs.get("softmax_scale").Repr(),
+                     " differs from the scale sdpa was constructed with (", PyFloatRepr(args.scale),
+                     "): sdpa ignores the per-call scale, so it must be set at "
+                     "construction"));
   }
   if (call.cu_seqlens.is_none()) {
     if (call.sdpa.softmax_in_single_precision) {
@@ -109,19 +109,19 @@ absl::StatusOr<SdpaArgs> ResolveHardened(const ResolveContext& ctx) {
     VARLEN_ASSIGN_OR_RETURN(args.cu_seqlens, CheckTokenOffsets(cu, "cu_seqlens", std::nullopt));
     const std::vector<int64_t> lengths = OffsetsToLengths(args.cu_seqlens);
     if (static_cast<int64_t>(lengths.size()) != call.bsz) {
-      return PythonError(PyErrorKind::kValueError,
-                         absl::StrCat("cu_seqlens describes ", lengths.size(),
-                                      " sequences but bsz=", call.bsz,
-                                      ": without flatten_batch the padding mask takes one "
-                                      "sequence per batch item (more would attend across "
-                                      "sequences)"));
+      return PythonError(
+          PyErrorKind::kValueError,
+          absl::StrCat("cu_seqlens describes ", lengths.size(), " sequences but bsz=", call.bsz,
+                       ": without flatten_batch the padding mask takes one "
+                       "sequence per batch item (more would attend across "
+                       "sequences)"));
     }
     for (size_t i = 0; i < lengths.size(); ++i) {
       if (lengths[i] > args.tokens_per_item) {
-        return PythonError(PyErrorKind::kValueError,
-                           absl::StrCat("sequence ", i, " has length ", lengths[i], " > ",
-                                        args.tokens_per_item,
-                                        " tokens per batch item: it cannot fit its item"));
+        return PythonError(
+            PyErrorKind::kValueError,
+            absl::StrCat("sequence ", i, " has length ", lengths[i], " > ", args.tokens_per_item,
+                         " tokens per batch item: it cannot fit its item"));
       }
     }
     args.mask = SdpaArgs::Mask::kPadding;

@@ -32,8 +32,9 @@ absl::StatusOr<TritonArgs> ResolveFaithful(const ResolveContext& ctx) {
     args.max_seqlen = call.forward_metadata->max_seqlen;
   } else if (call.graph_mode) {
     VARLEN_RETURN_IF_ERROR(CheckGraphModeArguments(ctx));
-    ctx.Note("source: cuda-graph list [cu_seqlens, seq_lens, max_seqlen], passed on untouched; "
-             "output written into output_ws");
+    ctx.Note(
+        "source: cuda-graph list [cu_seqlens, seq_lens, max_seqlen], passed on untouched; "
+        "output written into output_ws");
     args.output_from_workspace = true;
     args.output_ws = ctx.kwargs.get("output_ws");
     VARLEN_ASSIGN_OR_RETURN(args.cu_seqlens, ListItem(call.cu_seqlens, 0));
@@ -47,13 +48,13 @@ absl::StatusOr<TritonArgs> ResolveFaithful(const ResolveContext& ctx) {
     if (sequence_lengths.is_none()) {
       args.seq_lens = Value::FromTensor(Diff(cu));
     } else if (!sequence_lengths.is_tensor()) {
-      return PythonError(PyErrorKind::kAttributeError,
-                         absl::StrCat("'", sequence_lengths.TypeName(),
-                                      "' object has no attribute 'to'"));
+      return PythonError(
+          PyErrorKind::kAttributeError,
+          absl::StrCat("'", sequence_lengths.TypeName(), "' object has no attribute 'to'"));
     } else {
-      args.seq_lens = Value::FromTensor(To(sequence_lengths.as_tensor(), call.q.device(),
-                                           DType::kInt32,
-                                           "sequence_lengths.to(q.device, torch.int32)"));
+      args.seq_lens =
+          Value::FromTensor(To(sequence_lengths.as_tensor(), call.q.device(), DType::kInt32,
+                               "sequence_lengths.to(q.device, torch.int32)"));
     }
     VARLEN_ASSIGN_OR_RETURN(int64_t max,
                             ResolvePrecomputedMaxSeqlen(cu, ctx.kwargs.get("max_seqlen")));
@@ -75,17 +76,17 @@ absl::Status CheckLengthsMatchOffsets(const Value& lengths_value, absl::string_v
   VARLEN_ASSIGN_OR_RETURN(std::vector<int64_t> lengths, CheckSequenceLengths(lengths_value));
   const std::vector<int64_t> expected = OffsetsToLengths(offsets);
   if (lengths.size() != expected.size()) {
-    return PythonError(PyErrorKind::kValueError,
-                       absl::StrCat(name, " has ", lengths.size(), " entries but cu_seqlens has ",
-                                    offsets.size(), ": it must have one per sequence (",
-                                    expected.size(), ")"));
+    return PythonError(
+        PyErrorKind::kValueError,
+        absl::StrCat(name, " has ", lengths.size(), " entries but cu_seqlens has ", offsets.size(),
+                     ": it must have one per sequence (", expected.size(), ")"));
   }
   for (size_t i = 0; i < lengths.size(); ++i) {
     if (lengths[i] != expected[i]) {
-      return PythonError(PyErrorKind::kValueError,
-                         absl::StrCat(name, "[", i, "]=", lengths[i], " != ", expected[i],
-                                      " = cu_seqlens[", i + 1, "] - cu_seqlens[", i,
-                                      "]: lengths must match the offsets"));
+      return PythonError(
+          PyErrorKind::kValueError,
+          absl::StrCat(name, "[", i, "]=", lengths[i], " != ", expected[i], " = cu_seqlens[", i + 1,
+                       "] - cu_seqlens[", i, "]: lengths must match the offsets"));
     }
   }
   return absl::OkStatus();
@@ -121,12 +122,12 @@ absl::StatusOr<TritonArgs> ResolveHardened(const ResolveContext& ctx) {
       const Value output_ws = ctx.kwargs.get("output_ws");
       if (!output_ws.is_tensor() || output_ws.as_tensor().shape() != call.q.shape() ||
           output_ws.as_tensor().dtype() != call.q.dtype()) {
-        return PythonError(PyErrorKind::kValueError,
-                           absl::StrCat("output_ws=", output_ws.Repr(),
-                                        ": in cuda-graph mode it must be a preallocated tensor "
-                                        "with q's shape ",
-                                        ShapeToString(call.q.shape()), " and dtype ",
-                                        DTypeName(call.q.dtype())));
+        return PythonError(
+            PyErrorKind::kValueError,
+            absl::StrCat("output_ws=", output_ws.Repr(),
+                         ": in cuda-graph mode it must be a preallocated tensor "
+                         "with q's shape ",
+                         ShapeToString(call.q.shape()), " and dtype ", DTypeName(call.q.dtype())));
       }
       const Value& seq_lens = call.cu_seqlens.as_list()[1];
       VARLEN_RETURN_IF_ERROR(CheckLengthsMatchOffsets(seq_lens, "cu_seqlens[1]", offsets));
@@ -141,15 +142,17 @@ absl::StatusOr<TritonArgs> ResolveHardened(const ResolveContext& ctx) {
         args.seq_lens = Value::FromTensor(Diff(source.checked.cu));
         break;
       }
-      VARLEN_RETURN_IF_ERROR(CheckLengthsMatchOffsets(sequence_lengths, "sequence_lengths", offsets));
-      args.seq_lens = Value::FromTensor(To(sequence_lengths.as_tensor(), call.q.device(),
-                                           DType::kInt32,
-                                           "sequence_lengths.to(q.device, torch.int32)"));
+      VARLEN_RETURN_IF_ERROR(
+          CheckLengthsMatchOffsets(sequence_lengths, "sequence_lengths", offsets));
+      args.seq_lens =
+          Value::FromTensor(To(sequence_lengths.as_tensor(), call.q.device(), DType::kInt32,
+                               "sequence_lengths.to(q.device, torch.int32)"));
       break;
     }
   }
-  VARLEN_ASSIGN_OR_RETURN(int64_t max, CheckOrDeriveMaxSeqlen(ctx, source.max_seqlen,
-                                                              source.checked.longest, source.max_name));
+  VARLEN_ASSIGN_OR_RETURN(
+      int64_t max,
+      CheckOrDeriveMaxSeqlen(ctx, source.max_seqlen, source.checked.longest, source.max_name));
   args.cu_seqlens = Value::FromTensor(source.checked.cu);
   args.max_seqlen = Value::Int(max);
   VARLEN_ASSIGN_OR_RETURN(args.scale, ResolveSoftmaxScale(ctx, call.q.size(-1)));

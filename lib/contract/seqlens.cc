@@ -15,7 +15,8 @@ constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 // device.
 absl::StatusOr<int64_t> MaxOfDiff(const Tensor& cu) {
   VARLEN_ASSIGN_OR_RETURN(Tensor max, internal::Max(internal::Diff(cu)));
-  VARLEN_ASSIGN_OR_RETURN(Value item, internal::Item(max, "(cu_seqlens[1:] - cu_seqlens[:-1]).max().item()"));
+  VARLEN_ASSIGN_OR_RETURN(Value item,
+                          internal::Item(max, "(cu_seqlens[1:] - cu_seqlens[:-1]).max().item()"));
   return PyInt(item, "max_seqlen");
 }
 
@@ -68,7 +69,8 @@ absl::StatusOr<int64_t> ResolvePrecomputedMaxSeqlen(const Tensor& cu_seqlens,
                                                     const Value& max_seqlen) {
   if (max_seqlen.is_none()) return MaxOfDiff(cu_seqlens);
   if (max_seqlen.is_tensor()) {
-    VARLEN_ASSIGN_OR_RETURN(Value item, internal::Item(max_seqlen.as_tensor(), "max_seqlen.item()"));
+    VARLEN_ASSIGN_OR_RETURN(Value item,
+                            internal::Item(max_seqlen.as_tensor(), "max_seqlen.item()"));
     return PyInt(item, "max_seqlen");
   }
   return PyInt(max_seqlen, "max_seqlen");
@@ -96,14 +98,14 @@ absl::StatusOr<std::vector<int64_t>> CheckTokenOffsets(const Tensor& cu, absl::s
                                              ": offsets must be non-decreasing"));
     }
     if (offsets[i] > kInt32Max) {
-      return HardenedValueError(absl::StrCat(name, "[", i, "]=", offsets[i],
-                                             " > 2147483647: offsets must fit in int32"));
+      return HardenedValueError(
+          absl::StrCat(name, "[", i, "]=", offsets[i], " > 2147483647: offsets must fit in int32"));
     }
   }
   if (total_tokens.has_value() && offsets.back() != *total_tokens) {
-    return HardenedValueError(absl::StrCat(
-        name, "[", offsets.size() - 1, "]=", offsets.back(), " != ", *total_tokens,
-        " = q.shape[0]: the last offset must equal the number of packed tokens"));
+    return HardenedValueError(
+        absl::StrCat(name, "[", offsets.size() - 1, "]=", offsets.back(), " != ", *total_tokens,
+                     " = q.shape[0]: the last offset must equal the number of packed tokens"));
   }
   return offsets;
 }
@@ -140,8 +142,7 @@ absl::StatusOr<int64_t> CheckMaxSeqlen(const Value& max_seqlen, int64_t longest,
         absl::StrCat(name, "=", value, " is negative: it must be at least 0"));
   }
   if (value < longest) {
-    return HardenedValueError(absl::StrCat(name, "=", value, " < ", longest, " = ",
-                                           longest_source,
+    return HardenedValueError(absl::StrCat(name, "=", value, " < ", longest, " = ", longest_source,
                                            ": max_seqlen must be at least the longest sequence"));
   }
   return value;
@@ -161,8 +162,8 @@ absl::StatusOr<std::vector<int64_t>> CheckSequenceLengths(const Value& sequence_
   std::vector<int64_t> lengths = t.ToHostInts("sequence_lengths.tolist()");
   for (size_t i = 0; i < lengths.size(); ++i) {
     if (lengths[i] < 0) {
-      return HardenedValueError(absl::StrCat("sequence_lengths[", i, "]=", lengths[i],
-                                             ": lengths must be non-negative"));
+      return HardenedValueError(
+          absl::StrCat("sequence_lengths[", i, "]=", lengths[i], ": lengths must be non-negative"));
     }
     if (lengths[i] > kInt32Max) {
       return HardenedValueError(absl::StrCat("sequence_lengths[", i, "]=", lengths[i],
@@ -177,9 +178,8 @@ absl::Status CheckElementOffsetsFitInt32(int64_t total_tokens, absl::string_view
   if (elem_per_token > 0 && total_tokens > kInt32Max / elem_per_token) {
     return HardenedValueError(absl::StrCat(
         tokens_name, "=", total_tokens, " tokens x ", elem_name, "=", elem_per_token, " = ",
-        total_tokens * elem_per_token,
-        " > 2147483647: element offsets must fit in int32 (at most ", kInt32Max / elem_per_token,
-        " tokens at this width)"));
+        total_tokens * elem_per_token, " > 2147483647: element offsets must fit in int32 (at most ",
+        kInt32Max / elem_per_token, " tokens at this width)"));
   }
   return absl::OkStatus();
 }

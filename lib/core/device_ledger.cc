@@ -20,8 +20,7 @@ absl::string_view DeviceEventKindName(DeviceEventKind kind) {
 }
 
 void RecordDeviceEvent(DeviceEventKind kind, absl::string_view what) {
-  for (ScopedDeviceLedger* ledger = current_ledger; ledger != nullptr;
-       ledger = ledger->parent_) {
+  for (ScopedDeviceLedger* ledger = current_ledger; ledger != nullptr; ledger = ledger->parent_) {
     ledger->events_.push_back({kind, std::string(what)});
   }
 }

@@ -47,8 +47,7 @@ double RoundToFormat(double x, Format format) {
   const int leading = std::max(exponent - 1, format.min_exp);
   const double quantum = std::ldexp(1.0, leading - format.precision + 1);
   const double rounded = std::nearbyint(x / quantum) * quantum;  // exact scaling
-  const double max_finite =
-      std::ldexp(2.0 - std::ldexp(1.0, 1 - format.precision), format.max_exp);
+  const double max_finite = std::ldexp(2.0 - std::ldexp(1.0, 1 - format.precision), format.max_exp);
   if (std::fabs(rounded) > max_finite) {
     return std::copysign(std::numeric_limits<double>::infinity(), x);
   }
@@ -63,9 +62,9 @@ absl::StatusOr<DType> ParseDType(absl::string_view name) {
   for (const DTypeInfo& info : kDTypes) {
     if (info.name == name) return info.dtype;
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "dtype \"", name,
-      "\" is not one of float32, float16, bfloat16, float64, int32, int64, bool"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("dtype \"", name,
+                   "\" is not one of float32, float16, bfloat16, float64, int32, int64, bool"));
 }
 
 size_t DTypeSize(DType dtype) { return Info(dtype).size; }
@@ -82,8 +81,7 @@ absl::string_view DeviceName(Device device) { return device == Device::kCpu ? "c
 absl::StatusOr<Device> ParseDevice(absl::string_view name) {
   if (name == "cpu") return Device::kCpu;
   if (name == "cuda") return Device::kCuda;
-  return absl::InvalidArgumentError(
-      absl::StrCat("device \"", name, "\" is not one of cpu, cuda"));
+  return absl::InvalidArgumentError(absl::StrCat("device \"", name, "\" is not one of cpu, cuda"));
 }
 
 uint16_t DoubleToFloat16Bits(double x) {

@@ -216,8 +216,7 @@ std::string Tensor::DebugString() const {
         parts.push_back("...");
         i = n - kShown;
       }
-      parts.push_back(IsFloatingPoint(dtype_) ? absl::StrCat(DoubleAt(i))
-                                              : absl::StrCat(IntAt(i)));
+      parts.push_back(IsFloatingPoint(dtype_) ? absl::StrCat(DoubleAt(i)) : absl::StrCat(IntAt(i)));
     }
     values = absl::StrCat("[", absl::StrJoin(parts, ", "), "]");
     if (dim() != 1) absl::StrAppend(&values, ", shape=", ShapeToString(shape_));

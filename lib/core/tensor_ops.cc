@@ -72,9 +72,9 @@ absl::StatusOr<Tensor> Max(const Tensor& t) {
 
 absl::StatusOr<Value> Item(const Tensor& t, absl::string_view what) {
   if (t.numel() != 1) {
-    return PythonError(PyErrorKind::kRuntimeError,
-                       absl::StrCat("a Tensor with ", t.numel(),
-                                    " elements cannot be converted to Scalar"));
+    return PythonError(
+        PyErrorKind::kRuntimeError,
+        absl::StrCat("a Tensor with ", t.numel(), " elements cannot be converted to Scalar"));
   }
   if (IsFloatingPoint(t.dtype())) return Value::Float(t.ToHostDoubles(what)[0]);
   const int64_t v = t.ToHostInts(what)[0];
@@ -114,8 +114,8 @@ Tensor MulScalar(const Tensor& t, int64_t scalar) {
     return out;
   }
   for (int64_t i = 0; i < t.numel(); ++i) {
-    out.SetIntAt(i, static_cast<int64_t>(static_cast<uint64_t>(t.IntAt(i)) *
-                                         static_cast<uint64_t>(scalar)));
+    out.SetIntAt(
+        i, static_cast<int64_t>(static_cast<uint64_t>(t.IntAt(i)) * static_cast<uint64_t>(scalar)));
   }
   return out;
 }

@@ -44,8 +44,7 @@ Tensor MulScalar(const Tensor& t, int64_t scalar);
 
 // torch.arange(start, end, step, dtype, device), with torch's RuntimeErrors
 // for step == 0 and for a step pointing away from `end`.
-absl::StatusOr<Tensor> Arange(int64_t start, int64_t end, int64_t step, DType dtype,
-                              Device device);
+absl::StatusOr<Tensor> Arange(int64_t start, int64_t end, int64_t step, DType dtype, Device device);
 
 // A copy of 1-d `t` padded to `length` entries by repeating `fill`.
 Tensor PadTo(const Tensor& t, int64_t length, int64_t fill);

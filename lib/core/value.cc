@@ -229,8 +229,7 @@ absl::StatusOr<int64_t> PyInt(const Value& value, absl::string_view what) {
         return PythonError(PyErrorKind::kValueError, "cannot convert float NaN to integer");
       }
       if (std::isinf(d)) {
-        return PythonError(PyErrorKind::kOverflowError,
-                           "cannot convert float infinity to integer");
+        return PythonError(PyErrorKind::kOverflowError, "cannot convert float infinity to integer");
       }
       const double t = std::trunc(d);
       if (t < -9223372036854775808.0 || t >= 9223372036854775808.0) return TooLarge();

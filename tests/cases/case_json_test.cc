@@ -309,28 +309,33 @@ TEST(ParseCaseTest, Int32TensorLiteralOutOfRange) {
 
   j = Minimal();
   j["call"]["cu_seqlens"] = {IntTensorJson({0, 3, 4294967296}), 5};
-  EXPECT_EQ(ErrorFor(j), "x.json: $.call.cu_seqlens[0].tensor[2]: 4294967296 does not fit in int32");
+  EXPECT_EQ(ErrorFor(j),
+            "x.json: $.call.cu_seqlens[0].tensor[2]: 4294967296 does not fit in int32");
 
   j = Minimal();
   j["call"]["cu_seqlens"] = {{"singleton_cache", IntTensorJson({0, 2147483648})}};
-  EXPECT_EQ(ErrorFor(j),
-            "x.json: $.call.cu_seqlens.singleton_cache.tensor[1]: 2147483648 does not fit in int32");
+  EXPECT_EQ(
+      ErrorFor(j),
+      "x.json: $.call.cu_seqlens.singleton_cache.tensor[1]: 2147483648 does not fit in int32");
 
   j = Minimal();
   j["call"]["forward_metadata"] = {{"builder", "plain"},
                                    {"cu_seqlens", IntTensorJson({0, 3, 2147483648})}};
-  EXPECT_EQ(ErrorFor(j),
-            "x.json: $.call.forward_metadata.cu_seqlens.tensor[2]: 2147483648 does not fit in int32");
+  EXPECT_EQ(
+      ErrorFor(j),
+      "x.json: $.call.forward_metadata.cu_seqlens.tensor[2]: 2147483648 does not fit in int32");
 }
 
 TEST(ParseCaseTest, ShapeMustHoldTheGivenValues) {
   json j = Minimal();
   j["call"]["cu_seqlens"] = IntTensorJson({0, 1, 2});
   j["call"]["cu_seqlens"]["shape"] = {2, 2};
-  EXPECT_EQ(ErrorFor(j), "x.json: $.call.cu_seqlens.shape: shape [2, 2] holds 4 values but 3 are given");
+  EXPECT_EQ(ErrorFor(j),
+            "x.json: $.call.cu_seqlens.shape: shape [2, 2] holds 4 values but 3 are given");
 
   j["call"]["cu_seqlens"]["shape"] = json::array();
-  EXPECT_EQ(ErrorFor(j), "x.json: $.call.cu_seqlens.shape: shape [] holds 1 values but 3 are given");
+  EXPECT_EQ(ErrorFor(j),
+            "x.json: $.call.cu_seqlens.shape: shape [] holds 1 values but 3 are given");
 
   j["call"]["cu_seqlens"]["shape"] = {3, 1, 1, 1};
   EXPECT_EQ(ErrorFor(j), "OK");
@@ -370,7 +375,8 @@ TEST(ParseCaseTest, ErrorAndMessageOnlyWithErrorOutcome) {
 
 TEST(ParseCaseTest, SilentCorruptionNeedsAForwardRun) {
   json j = Minimal();
-  j["geometry"] = {{"seq_lens", {100000}}, {"num_heads", 16}, {"head_dim", 64}, {"dtype", "bfloat16"}};
+  j["geometry"] = {
+      {"seq_lens", {100000}}, {"num_heads", 16}, {"head_dim", 64}, {"dtype", "bfloat16"}};
   j["expect"] = {{"outcome", "silent_corruption"}};
   EXPECT_EQ(ErrorFor(j),
             "x.json: $.expect.outcome: silent_corruption can only be observed by a forward run, "
@@ -458,8 +464,8 @@ TEST(ParseCaseTest, ValuesAreReadAsTheirPythonKinds) {
   const Case c = ParseOrDie(j.dump());
   ASSERT_EQ(c.call.kwargs.size(), 9u);
   const ArgLiteral::Kind expected[] = {
-      ArgLiteral::Kind::kInt,  ArgLiteral::Kind::kFloat, ArgLiteral::Kind::kStr,
-      ArgLiteral::Kind::kNone, ArgLiteral::Kind::kBool,  ArgLiteral::Kind::kFloat,
+      ArgLiteral::Kind::kInt,  ArgLiteral::Kind::kFloat,      ArgLiteral::Kind::kStr,
+      ArgLiteral::Kind::kNone, ArgLiteral::Kind::kBool,       ArgLiteral::Kind::kFloat,
       ArgLiteral::Kind::kList, ArgLiteral::Kind::kEmptyLikeQ, ArgLiteral::Kind::kSingletonCache};
   for (size_t i = 0; i < 9; ++i) {
     EXPECT_EQ(c.call.kwargs[i].second.kind, expected[i]) << c.call.kwargs[i].first;
@@ -535,9 +541,9 @@ Case EverythingCase() {
   c.call.graph_mode = true;
   c.call.bsz = 1;
   c.call.seq_len = 8;
-  c.call.cu_seqlens = List({ArgLiteral::IntTensor({0, 0, 7, 8}, DType::kInt32, Device::kCuda),
-                            ArgLiteral::IntTensor({0, 7, 1}, DType::kInt64, Device::kCpu),
-                            ArgLiteral::Int(7)});
+  c.call.cu_seqlens =
+      List({ArgLiteral::IntTensor({0, 0, 7, 8}, DType::kInt32, Device::kCuda),
+            ArgLiteral::IntTensor({0, 7, 1}, DType::kInt64, Device::kCpu), ArgLiteral::Int(7)});
   TensorLiteral floats;
   floats.dtype = DType::kFloat32;
   floats.device = Device::kCpu;
@@ -564,8 +570,9 @@ Case EverythingCase() {
       {"r_float_tensor", ArgLiteral::Tensor(floats)},
       {"s_bool_tensor", ArgLiteral::Tensor(Literal(DType::kBool, Device::kCuda, {1, 0, 1}))},
       {"t_zero_d", ArgLiteral::Tensor(Literal(DType::kInt32, Device::kCuda, {5}, Shape{}))},
-      {"u_nested", List({List({ArgLiteral::Int(1), List({ArgLiteral::Float(2.5), ArgLiteral::None()})}),
-                         ArgLiteral::Str("x"), List({})})},
+      {"u_nested",
+       List({List({ArgLiteral::Int(1), List({ArgLiteral::Float(2.5), ArgLiteral::None()})}),
+             ArgLiteral::Str("x"), List({})})},
       {"v_unicode_ключ", ArgLiteral::Str("значение")},
   };
   MetadataSpec m;

@@ -1,4 +1,5 @@
-// Tests the executor end to end on the cpu_reference backend and on small test backends, plus reports.
+// Tests the executor end to end on the cpu_reference backend and on small test backends, plus
+// reports.
 
 #include "varlen/cases/executor.h"
 
@@ -101,7 +102,8 @@ json TooSmallMaxSeqlen(const char* outcome) {
       "cu_seqlens": {"tensor": [0, 100, 400], "dtype": "int32", "device": "cuda"},
       "kwargs": {"max_seqlen": 100}
     },
-    "expect": {"outcome": ")" + std::string(outcome) + R"("}
+    "expect": {"outcome": ")" +
+                     std::string(outcome) + R"("}
   })");
 }
 
@@ -252,10 +254,11 @@ TEST(ExecutorTest, BuilderErrorIsReportedAtTheBuilderStage) {
 TEST(ExecutorTest, KernelEntryErrorIsReportedAtTheKernelStage) {
   json j = Fa3Case();
   j["call"]["graph_mode"] = true;
-  j["call"]["cu_seqlens"] = json::parse(
-      R"([{"tensor": [0, 3, 8], "dtype": "int64", "device": "cuda"}, 5])");
+  j["call"]["cu_seqlens"] =
+      json::parse(R"([{"tensor": [0, 3, 8], "dtype": "int64", "device": "cuda"}, 5])");
   j["call"]["kwargs"] = json::object();
-  j["expect"] = {{"outcome", "error"}, {"error", "RuntimeError"},
+  j["expect"] = {{"outcome", "error"},
+                 {"error", "RuntimeError"},
                  {"message", "cu_seqlens_q must have dtype int32"}};
   const Outcome o = RunCase(ParseOrDie(j), Reference());
   EXPECT_EQ(o.observed, Observed::kError);
@@ -425,8 +428,7 @@ TEST(ExecutorTest, HostSyncExpectationIsChecked) {
   o = RunCase(ParseOrDie(j), Reference());
   EXPECT_EQ(o.observed, Observed::kSuccess);
   EXPECT_EQ(o.verdict, Verdict::kFail);
-  EXPECT_THAT(o.mismatches,
-              ElementsAre("expected 0 host syncs during resolution; observed 1"));
+  EXPECT_THAT(o.mismatches, ElementsAre("expected 0 host syncs during resolution; observed 1"));
   j["expect"]["host_syncs"] = 1;
   EXPECT_EQ(RunCase(ParseOrDie(j), Reference()).verdict, Verdict::kPass);
 }
@@ -606,8 +608,8 @@ TEST(ReportTest, JsonOfACorruptionOutcome) {
   EXPECT_EQ(n["worst"]["head"], 0);
   EXPECT_EQ(n["worst"]["dim"], 0);
   EXPECT_EQ(n["per_sequence_max_error"].size(), 2u);
-  for (const char* key : {"max_abs_error", "max_rel_error", "bound", "emulation_error",
-                          "noise_floor"}) {
+  for (const char* key :
+       {"max_abs_error", "max_rel_error", "bound", "emulation_error", "noise_floor"}) {
     EXPECT_TRUE(n[key].is_number()) << key;
   }
   EXPECT_EQ(n["bound"].get<double>(), o.numerics->bound);

@@ -142,8 +142,8 @@ TEST(JudgeOutputTest, OneUnwrittenElementFailsAndIsLocated) {
 TEST(JudgeOutputTest, NaNOrInfWhereTheReferenceIsFiniteFails) {
   const Geometry g = SmallGeometry(DType::kFloat32);
   const Reference r = ReferenceFor(g);
-  for (double bad : {std::numeric_limits<double>::quiet_NaN(),
-                     std::numeric_limits<double>::infinity()}) {
+  for (double bad :
+       {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity()}) {
     SCOPED_TRACE(bad);
     const Tensor output = OutputOf(g, r.oracle, DType::kFloat32);
     output.SetDoubleAt(Index(g, 1, 0, 1), bad);  // sequence 0, row 1
@@ -328,9 +328,8 @@ TEST(ComputeReferenceTest, BatchedTensorsGiveThePackedReference) {
   g.seq_lens = {4, 4};
   const QkvTensors t = Synthesize(g);
   const Reference packed = ComputeReference(g, t.q, t.k, t.v);
-  const Reference batched =
-      ComputeReference(g, t.q.Reshape({2, 4, 2, 4}), t.k.Reshape({2, 4, 1, 4}),
-                       t.v.Reshape({2, 4, 1, 3}));
+  const Reference batched = ComputeReference(g, t.q.Reshape({2, 4, 2, 4}),
+                                             t.k.Reshape({2, 4, 1, 4}), t.v.Reshape({2, 4, 1, 3}));
   EXPECT_EQ(batched.oracle, packed.oracle);
 }
 

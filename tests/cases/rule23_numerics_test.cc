@@ -59,12 +59,12 @@ class ContractRule23 : public testing::TestWithParam<Profile> {};
 
 TEST_P(ContractRule23, SglangSegmentSetsWithinTwoPercent) {
   const std::vector<SegmentSet> sets = {
-      {{11, 23, 7}, 16, 72},        // Kimi-VL fixture
-      {{64, 37}, 8, 64},            // triton window/sink tests
-      {{5, 0, 7, 0}, 4, 80},        // zero-length segments are harmless
-      {{16, 16, 16, 16}, 4, 72},    // per-frame video segmentation
-      {{4, 6, 8}, 4, 64},           // equal total,
-      {{5, 5, 8}, 4, 64},           //   different boundaries
+      {{11, 23, 7}, 16, 72},      // Kimi-VL fixture
+      {{64, 37}, 8, 64},          // triton window/sink tests
+      {{5, 0, 7, 0}, 4, 80},      // zero-length segments are harmless
+      {{16, 16, 16, 16}, 4, 72},  // per-frame video segmentation
+      {{4, 6, 8}, 4, 64},         // equal total,
+      {{5, 5, 8}, 4, 64},         //   different boundaries
   };
   for (const SegmentSet& set : sets) {
     SCOPED_TRACE(testing::PrintToString(set.seq_lens));

@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "support/test_util.h"
 #include "varlen/contract/call.h"
 #include "varlen/contract/metadata.h"
 #include "varlen/contract/resolve.h"
@@ -19,23 +20,15 @@
 namespace varlen {
 namespace {
 
+using ::varlen::test::ExpectPyError;
+using ::varlen::test::Ints;
+using ::varlen::test::IntTensor;
+
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
 constexpr Device kCpu = Device::kCpu;
 constexpr Device kCuda = Device::kCuda;
-
-std::vector<int64_t> Ints(const Tensor& t) {
-  std::vector<int64_t> out;
-  for (int64_t i = 0; i < t.numel(); ++i) out.push_back(t.IntAt(i));
-  return out;
-}
-std::vector<int64_t> Ints(const Value& v) { return Ints(v.as_tensor()); }
-
-Tensor IntTensor(const std::vector<int64_t>& values, DType dtype = DType::kInt32,
-                 Device device = kCuda) {
-  return Tensor::FromInts(values, dtype, device);
-}
 
 // A call with q [tokens, heads, dim], k and v [tokens, kv_heads, dim], all on
 // cuda without storage, and int32 token offsets `cu` on cuda.
@@ -62,11 +55,6 @@ VisionAttentionMetadata Built(const std::vector<int64_t>& cu, int64_t elem_per_t
   const Value offsets = Value::FromTensor(IntTensor(cu));
   return elem_per_token > 0 ? *PrepareFlashinferCudnnMetadata(offsets, kCuda, elem_per_token, mode)
                             : *PrepareVisionAttentionMetadata(offsets, kCuda, {}, mode);
-}
-
-void ExpectPyError(const absl::Status& status, PyErrorKind kind, const std::string& message) {
-  EXPECT_EQ(PythonErrorKindOf(status), kind) << FormatPythonError(status);
-  EXPECT_EQ(status.message(), message);
 }
 
 template <typename T>

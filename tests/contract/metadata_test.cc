@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "support/test_util.h"
 #include "varlen/contract/call.h"
 #include "varlen/core/device_ledger.h"
 #include "varlen/core/status.h"
@@ -19,25 +20,17 @@
 namespace varlen {
 namespace {
 
+using ::varlen::test::ExpectPyError;
+using ::varlen::test::Ints;
+
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 
 constexpr Device kCpu = Device::kCpu;
 constexpr Device kCuda = Device::kCuda;
 
-std::vector<int64_t> Ints(const Value& v) {
-  std::vector<int64_t> out;
-  for (int64_t i = 0; i < v.as_tensor().numel(); ++i) out.push_back(v.as_tensor().IntAt(i));
-  return out;
-}
-
 Value Cu(const std::vector<int64_t>& offsets, DType dtype = DType::kInt32, Device device = kCuda) {
   return Value::FromTensor(Tensor::FromInts(offsets, dtype, device));
-}
-
-void ExpectPyError(const absl::Status& status, PyErrorKind kind, const std::string& message) {
-  EXPECT_EQ(PythonErrorKindOf(status), kind) << FormatPythonError(status);
-  EXPECT_EQ(status.message(), message);
 }
 
 void ExpectCounts(const DeviceEventCounts& counts, int syncs, int h2d, int d2h, int casts) {

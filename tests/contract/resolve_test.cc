@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "support/test_util.h"
 #include "varlen/contract/call.h"
 #include "varlen/contract/metadata.h"
 #include "varlen/core/device_ledger.h"
@@ -21,6 +22,10 @@
 namespace varlen {
 namespace {
 
+using ::varlen::test::ExpectPyError;
+using ::varlen::test::Ints;
+using ::varlen::test::IntTensor;
+
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
@@ -30,18 +35,6 @@ constexpr DeviceEventKind kSync = DeviceEventKind::kHostSync;
 constexpr DeviceEventKind kH2D = DeviceEventKind::kHostToDeviceCopy;
 constexpr DeviceEventKind kD2H = DeviceEventKind::kDeviceToHostCopy;
 constexpr DeviceEventKind kCast = DeviceEventKind::kCast;
-
-std::vector<int64_t> Ints(const Tensor& t) {
-  std::vector<int64_t> out;
-  for (int64_t i = 0; i < t.numel(); ++i) out.push_back(t.IntAt(i));
-  return out;
-}
-std::vector<int64_t> Ints(const Value& v) { return Ints(v.as_tensor()); }
-
-Tensor IntTensor(const std::vector<int64_t>& values, DType dtype = DType::kInt32,
-                 Device device = kCuda) {
-  return Tensor::FromInts(values, dtype, device);
-}
 
 std::vector<DeviceEventKind> Kinds(const Resolution& r) {
   std::vector<DeviceEventKind> kinds;
@@ -85,11 +78,6 @@ VisionAttentionMetadata PlainMetadata() {
 VisionAttentionMetadata FlashinferMetadata() {
   return *PrepareFlashinferCudnnMetadata(Value::FromTensor(IntTensor({0, 480, 1200})), kCuda, 1536,
                                          Mode::kFaithful);
-}
-
-void ExpectPyError(const absl::Status& status, PyErrorKind kind, const std::string& message) {
-  EXPECT_EQ(PythonErrorKindOf(status), kind) << FormatPythonError(status);
-  EXPECT_EQ(status.message(), message);
 }
 
 // Resolves and requires success with a non-empty record of the path taken.

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "support/test_util.h"
 #include "varlen/contract/call.h"
 #include "varlen/contract/metadata.h"
 #include "varlen/contract/platform.h"
@@ -26,31 +27,17 @@
 namespace varlen {
 namespace {
 
+using ::varlen::test::ExpectPyError;
+using ::varlen::test::Ints;
+using ::varlen::test::IntTensor;
+using ::varlen::test::Offsets;
+
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::IsEmpty;
 
 constexpr Device kCpu = Device::kCpu;
 constexpr Device kCuda = Device::kCuda;
-
-// Every element of `t`, read device-side (records nothing in the ledger).
-std::vector<int64_t> Ints(const Tensor& t) {
-  std::vector<int64_t> out;
-  for (int64_t i = 0; i < t.numel(); ++i) out.push_back(t.IntAt(i));
-  return out;
-}
-std::vector<int64_t> Ints(const Value& v) { return Ints(v.as_tensor()); }
-
-Tensor IntTensor(const std::vector<int64_t>& values, DType dtype = DType::kInt32,
-                 Device device = kCuda) {
-  return Tensor::FromInts(values, dtype, device);
-}
-
-std::vector<int64_t> Offsets(const std::vector<int64_t>& lengths) {
-  std::vector<int64_t> offsets = {0};
-  for (int64_t n : lengths) offsets.push_back(offsets.back() + n);
-  return offsets;
-}
 
 // A call whose q, k and v have `shape` and no storage.
 AttentionCall CallWithShape(const Shape& shape, Device device = kCuda) {
@@ -88,11 +75,6 @@ AttentionCall FlashinferKwargsCall(const std::vector<int64_t>& lengths, Value ma
   call.kwargs.set("sequence_lengths", metadata.sequence_lengths);
   call.kwargs.set("max_seqlen", std::move(max_seqlen));
   return call;
-}
-
-void ExpectPyError(const absl::Status& status, PyErrorKind kind, const std::string& message) {
-  EXPECT_EQ(PythonErrorKindOf(status), kind) << FormatPythonError(status);
-  EXPECT_EQ(status.message(), message);
 }
 
 template <typename T>
@@ -758,7 +740,8 @@ TEST(ContractRule24, TooSmallMaxSeqlenIsSilentWhenFaithfulAndRejectedWhenHardene
 TEST(ContractRule25, ElementOffsetsBeyondInt32) {
   // At 1152 elements per token, 1,864,135 tokens is the last count that fits.
   EXPECT_TRUE(CheckElementOffsetsFitInt32(1864135, "cu_seqlens[-1]", 1152, "elem_per_token").ok());
-  ExpectPyError(CheckElementOffsetsFitInt32(1864136, "cu_seqlens[-1]", 1152, "elem_per_token"), PyErrorKind::kValueError,
+  ExpectPyError(CheckElementOffsetsFitInt32(1864136, "cu_seqlens[-1]", 1152, "elem_per_token"),
+                PyErrorKind::kValueError,
                 "cu_seqlens[-1]=1864136 tokens x elem_per_token=1152 = 2147484672 > 2147483647: "
                 "element offsets must fit in int32 (at most 1864135 tokens at this width)");
 

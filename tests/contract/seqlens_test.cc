@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "support/test_util.h"
 #include "varlen/core/device_ledger.h"
 #include "varlen/core/status.h"
 #include "varlen/core/tensor.h"
@@ -19,31 +20,19 @@
 namespace varlen {
 namespace {
 
+using ::varlen::test::ExpectPyError;
+using ::varlen::test::Ints;
+using ::varlen::test::IntTensor;
+
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
 constexpr Device kCpu = Device::kCpu;
 constexpr Device kCuda = Device::kCuda;
 
-std::vector<int64_t> Ints(const Tensor& t) {
-  std::vector<int64_t> out;
-  for (int64_t i = 0; i < t.numel(); ++i) out.push_back(t.IntAt(i));
-  return out;
-}
-
-Tensor IntTensor(const std::vector<int64_t>& values, DType dtype = DType::kInt32,
-                 Device device = kCuda) {
-  return Tensor::FromInts(values, dtype, device);
-}
-
 Value IntValue(const std::vector<int64_t>& values, DType dtype = DType::kInt32,
                Device device = kCuda) {
   return Value::FromTensor(IntTensor(values, dtype, device));
-}
-
-void ExpectPyError(const absl::Status& status, PyErrorKind kind, const std::string& message) {
-  EXPECT_EQ(PythonErrorKindOf(status), kind) << FormatPythonError(status);
-  EXPECT_EQ(status.message(), message);
 }
 
 // GetCuSeqlensForShape ---------------------------------------------------------
@@ -406,16 +395,19 @@ TEST(CheckSequenceLengths, RejectsNegativeAndOversizedLengths) {
 
 TEST(CheckElementOffsetsFitInt32, ExactBoundaries) {
   EXPECT_TRUE(CheckElementOffsetsFitInt32(1864135, "cu_seqlens[-1]", 1152, "elem_per_token").ok());
-  ExpectPyError(CheckElementOffsetsFitInt32(1864136, "cu_seqlens[-1]", 1152, "elem_per_token"), PyErrorKind::kValueError,
+  ExpectPyError(CheckElementOffsetsFitInt32(1864136, "cu_seqlens[-1]", 1152, "elem_per_token"),
+                PyErrorKind::kValueError,
                 "cu_seqlens[-1]=1864136 tokens x elem_per_token=1152 = 2147484672 > 2147483647: "
                 "element offsets must fit in int32 (at most 1864135 tokens at this width)");
   EXPECT_TRUE(CheckElementOffsetsFitInt32(1398101, "cu_seqlens[-1]", 1536, "elem_per_token").ok());
-  ExpectPyError(CheckElementOffsetsFitInt32(1398102, "cu_seqlens[-1]", 1536, "elem_per_token"), PyErrorKind::kValueError,
+  ExpectPyError(CheckElementOffsetsFitInt32(1398102, "cu_seqlens[-1]", 1536, "elem_per_token"),
+                PyErrorKind::kValueError,
                 "cu_seqlens[-1]=1398102 tokens x elem_per_token=1536 = 2147484672 > 2147483647: "
                 "element offsets must fit in int32 (at most 1398101 tokens at this width)");
   EXPECT_TRUE(CheckElementOffsetsFitInt32(2147483647, "cu_seqlens[-1]", 1, "elem_per_token").ok());
   EXPECT_TRUE(CheckElementOffsetsFitInt32(0, "cu_seqlens[-1]", 1152, "elem_per_token").ok());
-  EXPECT_TRUE(CheckElementOffsetsFitInt32(1LL << 40, "cu_seqlens[-1]", 0, "elem_per_token").ok());  // 0: no width to check
+  EXPECT_TRUE(CheckElementOffsetsFitInt32(1LL << 40, "cu_seqlens[-1]", 0, "elem_per_token")
+                  .ok());  // 0: no width to check
 }
 
 // FindLongest and OffsetsToLengths ---------------------------------------------

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "support/test_util.h"
 #include "varlen/core/device_ledger.h"
 #include "varlen/core/status.h"
 #include "varlen/core/tensor.h"
@@ -21,15 +22,9 @@ namespace {
 
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
+using ::varlen::test::ExpectPyError;
 
 constexpr int64_t kTwo31 = int64_t{1} << 31;
-
-template <typename T>
-void ExpectPyError(const absl::StatusOr<T>& result, PyErrorKind kind, const std::string& message) {
-  ASSERT_FALSE(result.ok()) << "expected " << PyErrorKindName(kind) << ": " << message;
-  EXPECT_EQ(PythonErrorKindOf(result.status()), kind) << FormatPythonError(result.status());
-  EXPECT_EQ(result.status().message(), message);
-}
 
 DeviceEvent Event(DeviceEventKind kind, const char* what) { return {kind, what}; }
 

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "support/test_util.h"
 #include "varlen/core/device_ledger.h"
 #include "varlen/core/status.h"
 #include "varlen/core/tensor.h"
@@ -19,20 +20,14 @@
 namespace varlen {
 namespace {
 
+using ::varlen::test::ExpectPyError;
+
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr char kInvalidLiteral[] = "invalid literal for int() with base 10: ";
 constexpr char kTooLarge[] = "Python int too large to convert to C long";
-
-// Expects `result` to be the Python error `kind` with exactly `message`.
-template <typename T>
-void ExpectPyError(const absl::StatusOr<T>& result, PyErrorKind kind, const std::string& message) {
-  ASSERT_FALSE(result.ok()) << "expected " << PyErrorKindName(kind) << ": " << message;
-  EXPECT_EQ(PythonErrorKindOf(result.status()), kind) << FormatPythonError(result.status());
-  EXPECT_EQ(result.status().message(), message);
-}
 
 void ExpectIntOk(const Value& value, int64_t expected) {
   absl::StatusOr<int64_t> result = PyInt(value, "max_seqlen");

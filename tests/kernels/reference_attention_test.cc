@@ -81,7 +81,8 @@ std::vector<long double> NaiveAttention(const Tensor& q, const Tensor& k, const 
         for (int64_t c = 0; c < dv; ++c) {
           long double acc = 0.0L;
           for (int64_t j = 0; j < length; ++j) {
-            acc += weights[j] * static_cast<long double>(v.DoubleAt(((start + j) * hkv + kv) * dv + c));
+            acc += weights[j] *
+                   static_cast<long double>(v.DoubleAt(((start + j) * hkv + kv) * dv + c));
           }
           out[((start + i) * hq + h) * dv + c] = acc / total;
         }
@@ -105,9 +106,9 @@ void Poison(const Tensor& t) {
 // Runs the oracle (or the emulation) over `lengths` packed back to back, on
 // an output poisoned with kSentinel.
 std::vector<double> RunOracle(const Tensor& q, const Tensor& k, const Tensor& v,
-                        const std::vector<int64_t>& lengths, double scale,
-                        DType output_dtype = DType::kFloat64,
-                        ReferencePrecision precision = ReferencePrecision::kFloat64) {
+                              const std::vector<int64_t>& lengths, double scale,
+                              DType output_dtype = DType::kFloat64,
+                              ReferencePrecision precision = ReferencePrecision::kFloat64) {
   KernelCall call = BindGroundTruth(q, k, v, lengths, scale, output_dtype);
   Poison(call.output());
   EXPECT_TRUE(CheckKernelBounds(call.params()).ok());
@@ -117,7 +118,8 @@ std::vector<double> RunOracle(const Tensor& q, const Tensor& k, const Tensor& v,
 
 // Largest |actual - expected| / max(1, |expected|) over the rows the naive
 // formula defines; fails if an element it defines was not written.
-double MaxRelativeError(const std::vector<double>& actual, const std::vector<long double>& expected) {
+double MaxRelativeError(const std::vector<double>& actual,
+                        const std::vector<long double>& expected) {
   EXPECT_EQ(actual.size(), expected.size());
   double worst = 0.0;
   for (size_t i = 0; i < actual.size() && i < expected.size(); ++i) {
@@ -171,7 +173,8 @@ struct GqaParam {
 };
 
 std::string GqaParamName(const ::testing::TestParamInfo<GqaParam>& param_info) {
-  return std::to_string(param_info.param.heads) + "over" + std::to_string(param_info.param.kv_heads);
+  return std::to_string(param_info.param.heads) + "over" +
+         std::to_string(param_info.param.kv_heads);
 }
 
 class OracleGqaTest : public ::testing::TestWithParam<GqaParam> {};
@@ -196,10 +199,11 @@ TEST(OracleTest, GqaSingleTokenCopiesTheGroupsValueRow) {
   // 6 query heads over 2 kv heads, heads 0-2 read kv head 0 and 3-5 read 1.
   const Tensor q = RandomTensor(1, 6, 4, DType::kFloat64, 21);
   const Tensor k = RandomTensor(1, 2, 4, DType::kFloat64, 22);
-  const Tensor v = Tensor::FromDoubles({1, 2, 3, 10, 20, 30}, DType::kFloat64, kCpu, Shape{1, 2, 3});
+  const Tensor v =
+      Tensor::FromDoubles({1, 2, 3, 10, 20, 30}, DType::kFloat64, kCpu, Shape{1, 2, 3});
   const std::vector<double> out = RunOracle(q, k, v, {1}, 0.5);
-  EXPECT_THAT(out, ::testing::ElementsAre(1, 2, 3, 1, 2, 3, 1, 2, 3, 10, 20, 30, 10, 20, 30, 10,
-                                          20, 30));
+  EXPECT_THAT(
+      out, ::testing::ElementsAre(1, 2, 3, 1, 2, 3, 1, 2, 3, 10, 20, 30, 10, 20, 30, 10, 20, 30));
 }
 
 class OracleHeadDimTest : public ::testing::TestWithParam<int64_t> {};
@@ -274,7 +278,8 @@ TEST(OracleTest, SingleTokenSequenceReturnsItsValueRow) {
   const Tensor k = RandomTensor(3, 2, 5, DType::kFloat32, 72);
   const Tensor v = RandomTensor(3, 2, 5, DType::kFloat32, 73);
   const std::vector<double> out = RunOracle(q, k, v, {2, 1}, 0.7);
-  for (int64_t i = 2 * 2 * 5; i < 3 * 2 * 5; ++i) EXPECT_EQ(out[i], v.DoubleAt(i)) << "element " << i;
+  for (int64_t i = 2 * 2 * 5; i < 3 * 2 * 5; ++i)
+    EXPECT_EQ(out[i], v.DoubleAt(i)) << "element " << i;
 }
 
 TEST(OracleTest, RowsBeyondMaxRowsAreNotWritten) {
@@ -338,7 +343,8 @@ TEST(OracleTest, LogitsOfTenThousandStayFiniteAndTakeTheSoftmaxLimit) {
     SCOPED_TRACE(DTypeName(dtype));
     const Tensor q = Tensor::FromDoubles({100, -100, 0, 1}, dtype, kCpu, Shape{4, 1, 1});
     const Tensor k = Tensor::FromDoubles({100, -100, 50, 99}, dtype, kCpu, Shape{4, 1, 1});
-    const Tensor v = Tensor::FromDoubles({0.5, -2, 4, 8, 1, 3, -1, 0.25}, dtype, kCpu, Shape{4, 1, 2});
+    const Tensor v =
+        Tensor::FromDoubles({0.5, -2, 4, 8, 1, 3, -1, 0.25}, dtype, kCpu, Shape{4, 1, 2});
     const std::vector<double> out = RunOracle(q, k, v, {4}, 1.0);
     for (double x : out) EXPECT_TRUE(std::isfinite(x));
     EXPECT_NEAR(out[0], 0.5, 1e-15);
@@ -437,8 +443,8 @@ TEST_P(EmulationTest, ErrorIsNonzeroButBounded) {
   const Tensor k = RandomTensor(57, 2, 64, dtype, 142, Fill::kNormal);
   const Tensor v = RandomTensor(57, 2, 64, dtype, 143, Fill::kNormal);
   const std::vector<double> oracle = RunOracle(q, k, v, lengths, DefaultScale(64));
-  const std::vector<double> emulated = RunOracle(q, k, v, lengths, DefaultScale(64), DType::kFloat64,
-                                           ReferencePrecision::kEmulated);
+  const std::vector<double> emulated =
+      RunOracle(q, k, v, lengths, DefaultScale(64), DType::kFloat64, ReferencePrecision::kEmulated);
   for (double x : emulated) ASSERT_NE(x, kSentinel);
   const double error = MaxAbsDifference(emulated, oracle);
   EXPECT_GT(error, 0.0);

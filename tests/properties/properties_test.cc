@@ -58,7 +58,8 @@ Forward RunForward(const AttentionCall& call, Profile profile, Mode mode) {
   ReferenceAttention(kernel->params(), ReferencePrecision::kFloat64);
   Forward f;
   f.resolved = ResolvedArgsToJson(*r.args).dump();
-  for (int64_t i = 0; i < kernel->output().numel(); ++i) f.output.push_back(kernel->output().DoubleAt(i));
+  for (int64_t i = 0; i < kernel->output().numel(); ++i)
+    f.output.push_back(kernel->output().DoubleAt(i));
   return f;
 }
 
@@ -111,9 +112,10 @@ RC_GTEST_PROP(EquivalenceProperty, Fa3ArgumentFormsAgree, ()) {
       for (int max_form = 0; max_form < 5; ++max_form) {
         AttentionCall call = CallFor(qkv);
         call.cu_seqlens = Value::FromTensor(Offsets(g.seq_lens, dtype, device));
-        const Value max[] = {Value::None(), Value::Int(longest), Value::Str(absl::StrCat(" ", longest)),
-                             Value::FromTensor(Tensor::FromInts({longest}, DType::kInt64, Device::kCuda, Shape{})),
-                             Value::FromTensor(Tensor::FromInts({longest}, DType::kInt32, Device::kCpu))};
+        const Value max[] = {
+            Value::None(), Value::Int(longest), Value::Str(absl::StrCat(" ", longest)),
+            Value::FromTensor(Tensor::FromInts({longest}, DType::kInt64, Device::kCuda, Shape{})),
+            Value::FromTensor(Tensor::FromInts({longest}, DType::kInt32, Device::kCpu))};
         if (!max[max_form].is_none()) call.kwargs.set("max_seqlen", max[max_form]);
         forms.push_back(call);
       }
@@ -131,7 +133,8 @@ RC_GTEST_PROP(EquivalenceProperty, Fa3ArgumentFormsAgree, ()) {
   for (const AttentionCall& call : forms) {
     for (Mode mode : {Mode::kFaithful, Mode::kHardened}) {
       // Hardened mode refuses a max_seqlen spelled as a string, by design.
-      if (mode == Mode::kHardened && call.kwargs.get("max_seqlen").kind() == Value::Kind::kStr) continue;
+      if (mode == Mode::kHardened && call.kwargs.get("max_seqlen").kind() == Value::Kind::kStr)
+        continue;
       const Forward f = RunForward(call, Profile::kFa3, mode);
       RC_ASSERT(f.resolved == reference.resolved);
       RC_ASSERT(f.output == reference.output);
@@ -160,9 +163,10 @@ RC_GTEST_PROP(EquivalenceProperty, FlashinferCudnnArgumentFormsAgree, ()) {
     AttentionCall call = CallFor(qkv);
     call.cu_seqlens = built.packed_indptrs;
     call.kwargs.set("sequence_lengths", built.sequence_lengths);
-    const Value max[] = {Value::Int(bucket), Value::Str(absl::StrCat(bucket)),
-                         Value::FromTensor(Tensor::FromInts({bucket}, DType::kInt64, Device::kCuda, Shape{})),
-                         Value::FromTensor(Tensor::FromInts({bucket}, DType::kInt32, Device::kCpu))};
+    const Value max[] = {
+        Value::Int(bucket), Value::Str(absl::StrCat(bucket)),
+        Value::FromTensor(Tensor::FromInts({bucket}, DType::kInt64, Device::kCuda, Shape{})),
+        Value::FromTensor(Tensor::FromInts({bucket}, DType::kInt32, Device::kCpu))};
     call.kwargs.set("max_seqlen", max[max_form]);
     forms.emplace_back(call, Mode::kFaithful);
     if (max[max_form].kind() != Value::Kind::kStr) forms.emplace_back(call, Mode::kHardened);
@@ -188,11 +192,13 @@ RC_GTEST_PROP(HardenedProperty, NeverAcceptsMaxSeqlenBelowLongest, ()) {
   const int64_t longest = Longest(g.seq_lens);
   RC_PRE(longest > 0);
   const int64_t too_small = *rc::gen::inRange<int64_t>(0, longest);
-  const Profile profile = *rc::gen::element(Profile::kFa3, Profile::kTritonAttn, Profile::kFlashinferCudnn);
+  const Profile profile =
+      *rc::gen::element(Profile::kFa3, Profile::kTritonAttn, Profile::kFlashinferCudnn);
   const QkvTensors qkv = Data(g, 0);
   AttentionCall call = CallFor(qkv);
   const Value max = *rc::gen::element(
-      Value::Int(too_small), Value::FromTensor(Tensor::FromInts({too_small}, DType::kInt32, Device::kCuda)));
+      Value::Int(too_small),
+      Value::FromTensor(Tensor::FromInts({too_small}, DType::kInt32, Device::kCuda)));
   switch (*rc::gen::inRange(0, 3)) {
     case 0:  // keyword arguments
       call.cu_seqlens = Value::FromTensor(Offsets(g.seq_lens, DType::kInt32, Device::kCuda));
@@ -211,13 +217,15 @@ RC_GTEST_PROP(HardenedProperty, NeverAcceptsMaxSeqlenBelowLongest, ()) {
       call.graph_mode = true;
       Tensor cu = Offsets(g.seq_lens, DType::kInt32, Device::kCuda);
       if (profile == Profile::kTritonAttn) {
-        call.kwargs.set("output_ws", Value::FromTensor(Tensor::Zeros(g.dtype, Device::kCuda, qkv.q.shape())));
-        call.cu_seqlens = Value::List({Value::FromTensor(cu),
-                                       Value::FromTensor(Tensor::FromInts(g.seq_lens, DType::kInt32, Device::kCuda)),
-                                       max});
+        call.kwargs.set("output_ws",
+                        Value::FromTensor(Tensor::Zeros(g.dtype, Device::kCuda, qkv.q.shape())));
+        call.cu_seqlens = Value::List(
+            {Value::FromTensor(cu),
+             Value::FromTensor(Tensor::FromInts(g.seq_lens, DType::kInt32, Device::kCuda)), max});
       } else {
         call.cu_seqlens = Value::List({Value::FromTensor(cu), max});
-        call.kwargs.set("sequence_lengths", Value::FromTensor(Tensor::FromInts(g.seq_lens, DType::kInt32, Device::kCuda)));
+        call.kwargs.set("sequence_lengths", Value::FromTensor(Tensor::FromInts(
+                                                g.seq_lens, DType::kInt32, Device::kCuda)));
         call.kwargs.set("max_seqlen", max);
       }
     }
@@ -275,13 +283,14 @@ RC_GTEST_PROP(ReferenceProperty, InvariantUnderSequencePermutation, ()) {
     const int64_t width = t.numel() / std::max<int64_t>(t.size(0), 1);
     int64_t to = 0;
     for (size_t s : permuted_order) {
-      for (int64_t i = offsets[s] * width; i < offsets[s + 1] * width; ++i) out.SetDoubleAt(to++, t.DoubleAt(i));
+      for (int64_t i = offsets[s] * width; i < offsets[s + 1] * width; ++i)
+        out.SetDoubleAt(to++, t.DoubleAt(i));
     }
     return out;
   };
   const Reference original = ComputeReference(g, qkv.q, qkv.k, qkv.v);
-  const Reference shuffled =
-      ComputeReference(permuted, permute_tokens(qkv.q), permute_tokens(qkv.k), permute_tokens(qkv.v));
+  const Reference shuffled = ComputeReference(permuted, permute_tokens(qkv.q),
+                                              permute_tokens(qkv.k), permute_tokens(qkv.v));
   const int64_t width = g.num_heads * g.head_dim_v;
   int64_t at = 0;
   for (size_t s : permuted_order) {

@@ -68,9 +68,9 @@ using BackendFactory = std::unique_ptr<Backend> (*)();
 
 // Defines the factory that kernels/CMakeLists.txt's generated registration
 // calls for backend `name`. Place it once, in the backend's own folder.
-#define VARLEN_BACKEND(name, Class)                                  \
+#define VARLEN_BACKEND(name, Class)                                 \
   std::unique_ptr<::varlen::Backend> VarlenCreateBackend_##name() { \
-    return std::make_unique<Class>();                                \
+    return std::make_unique<Class>();                               \
   }
 
 #endif  // VARLEN_BACKEND_BACKEND_H_

@@ -33,8 +33,8 @@ struct VarlenAttentionParams {
   const void* k = nullptr;
   const void* v = nullptr;
   void* o = nullptr;
-  DType input_dtype = DType::kBFloat16;   // q, k and v
-  DType output_dtype = DType::kBFloat16;  // o (float64 for the oracle)
+  DType input_dtype = DType::kBFloat16;                        // q, k and v
+  DType output_dtype = DType::kBFloat16;                       // o (float64 for the oracle)
   int64_t q_numel = 0, k_numel = 0, v_numel = 0, o_numel = 0;  // buffer extents
   int64_t q_token_stride = 0, q_head_stride = 0;
   int64_t k_token_stride = 0, k_head_stride = 0;
@@ -66,8 +66,8 @@ struct VarlenAttentionParams {
 // Where one sequence lives and how much of it a kernel touches.
 struct SequenceView {
   int64_t q_offset, k_offset, v_offset, o_offset;  // elements
-  int64_t rows;  // query rows computed (and output rows written)
-  int64_t keys;  // keys attended to
+  int64_t rows;                                    // query rows computed (and output rows written)
+  int64_t keys;                                    // keys attended to
 };
 
 inline SequenceView SequenceAt(const VarlenAttentionParams& p, int b) {

@@ -70,9 +70,9 @@ struct DataSpec {
 struct TensorLiteral {
   DType dtype = DType::kInt32;
   Device device = Device::kCuda;
-  std::optional<Shape> shape;  // 1-d when unset
-  std::vector<int64_t> ints;   // integer and bool dtypes
-  std::vector<double> floats;  // floating dtypes
+  std::optional<Shape> shape;                         // 1-d when unset
+  std::vector<int64_t> ints;                          // integer and bool dtypes
+  std::vector<double> floats;                         // floating dtypes
   bool operator==(const TensorLiteral& other) const;  // NaN equals NaN
 };
 
@@ -155,7 +155,7 @@ struct Expectation {
   Outcome outcome = Outcome::kSuccess;
   PyErrorKind error_kind = PyErrorKind::kRuntimeError;  // kError
   std::string message;                                  // kError, exact
-  std::optional<int> host_syncs;  // performed by resolution
+  std::optional<int> host_syncs;                        // performed by resolution
   nlohmann::ordered_json resolved;  // an object: fields the resolved arguments must have
   bool operator==(const Expectation&) const = default;
 };

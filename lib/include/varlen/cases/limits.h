@@ -24,7 +24,7 @@ inline constexpr int64_t kMaxCaseFileBytes = 64 << 20;
 
 // A forward run costs about three attention passes (oracle, same-precision
 // emulation, backend). Above either budget a case runs resolution only.
-inline constexpr int64_t kForwardBudgetMacs = 300'000'000;  // per pass
+inline constexpr int64_t kForwardBudgetMacs = 300'000'000;     // per pass
 inline constexpr int64_t kForwardBudgetElements = 50'000'000;  // q, k, v, o
 
 // Multiply-adds of one attention pass over `g`: sum of len^2 * H * (D + Dv).

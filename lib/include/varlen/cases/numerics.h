@@ -56,15 +56,15 @@ struct ElementLocation {
 
 struct NumericReport {
   int64_t elements = 0;
-  int64_t unwritten = 0;      // still holding the poison sentinel
-  int64_t non_finite = 0;     // NaN/Inf where the oracle is finite
-  double max_abs_error = 0.0; // over written, finite elements
-  double max_rel_error = 0.0; // over elements with |oracle| > noise_floor
+  int64_t unwritten = 0;       // still holding the poison sentinel
+  int64_t non_finite = 0;      // NaN/Inf where the oracle is finite
+  double max_abs_error = 0.0;  // over written, finite elements
+  double max_rel_error = 0.0;  // over elements with |oracle| > noise_floor
   double emulation_error = 0.0;
   double noise_floor = 0.0;
   double tolerance_factor = 0.0;
   double bound = 0.0;
-  ElementLocation worst;                        // largest error (or first bad element)
+  ElementLocation worst;                       // largest error (or first bad element)
   std::vector<double> per_sequence_max_error;  // to locate a bug in one sequence
   bool passed = false;
 };

@@ -65,12 +65,12 @@ struct MetadataStamp {
 // a hand-built object may hold anything, including None, so fields are
 // Values.
 struct VisionAttentionMetadata {
-  Value cu_seqlens;             // int32 token offsets, B+1
-  Value seq_lens;               // int32, B
-  Value max_seqlen;             // int
-  Value packed_indptrs;         // flashinfer_cudnn only: 3*(B_pad+1) int32
-  Value sequence_lengths;       // flashinfer_cudnn only: (B_pad,1,1,1) int32
-  Value flashinfer_max_seqlen;  // flashinfer_cudnn only: the bucketed max
+  Value cu_seqlens;                    // int32 token offsets, B+1
+  Value seq_lens;                      // int32, B
+  Value max_seqlen;                    // int
+  Value packed_indptrs;                // flashinfer_cudnn only: 3*(B_pad+1) int32
+  Value sequence_lengths;              // flashinfer_cudnn only: (B_pad,1,1,1) int32
+  Value flashinfer_max_seqlen;         // flashinfer_cudnn only: the bucketed max
   std::optional<MetadataStamp> stamp;  // set by hardened builders only
 };
 

@@ -29,7 +29,7 @@
 namespace varlen {
 
 inline constexpr std::array<int64_t, 4> kBatchBuckets = {8, 16, 32, 64};
-inline constexpr std::array<int64_t, 6> kMaxSeqlenBuckets = {4096,  8192,   16384,
+inline constexpr std::array<int64_t, 6> kMaxSeqlenBuckets = {4096,  8192,  16384,
                                                              32768, 65536, 131072};
 
 // B_pad: the first batch bucket >= batch, else batch rounded up to 8.
@@ -51,8 +51,10 @@ absl::StatusOr<VisionAttentionMetadata> PrepareVisionAttentionMetadata(
 
 // prepare_flashinfer_cudnn_vision_attention_metadata(cu, device,
 // elem_per_token=...).
-absl::StatusOr<VisionAttentionMetadata> PrepareFlashinferCudnnMetadata(
-    const Value& cu_seqlens, Device device, int64_t elem_per_token, Mode mode);
+absl::StatusOr<VisionAttentionMetadata> PrepareFlashinferCudnnMetadata(const Value& cu_seqlens,
+                                                                       Device device,
+                                                                       int64_t elem_per_token,
+                                                                       Mode mode);
 
 }  // namespace varlen
 

@@ -38,7 +38,7 @@ namespace varlen {
 
 // cudnn_batch_prefill_with_kv_cache's varlen arguments (contract rule 17).
 struct FlashinferCudnnArgs {
-  Tensor actual_seq_lens;  // (B, 1, 1, 1) int32 on q's device, B padded
+  Tensor actual_seq_lens;   // (B, 1, 1, 1) int32 on q's device, B padded
   Tensor batch_offsets_qk;  // (B+1, 1, 1, 1) int32 element offsets, q and k
   Tensor batch_offsets_v;
   Tensor batch_offsets_o;
@@ -88,10 +88,10 @@ struct ResolvedArgs {
 
 // The outcome of one resolution.
 struct Resolution {
-  absl::Status status;                // OK, or the error resolution raised
-  std::optional<ResolvedArgs> args;   // set exactly when status is OK
-  std::vector<DeviceEvent> events;    // host syncs, copies, casts, in order
-  std::vector<std::string> notes;     // the path taken, for reports
+  absl::Status status;               // OK, or the error resolution raised
+  std::optional<ResolvedArgs> args;  // set exactly when status is OK
+  std::vector<DeviceEvent> events;   // host syncs, copies, casts, in order
+  std::vector<std::string> notes;    // the path taken, for reports
 
   DeviceEventCounts counts() const;
 };

@@ -85,9 +85,9 @@ class Tensor {
   T* mutable_data() const {
     return reinterpret_cast<T*>(storage_->bytes.get()) + offset_;
   }
-  int64_t IntAt(int64_t i) const;     // integer or bool dtypes
-  double DoubleAt(int64_t i) const;   // any dtype, converted to double
-  void SetIntAt(int64_t i, int64_t value) const;  // wraps to the dtype
+  int64_t IntAt(int64_t i) const;                   // integer or bool dtypes
+  double DoubleAt(int64_t i) const;                 // any dtype, converted to double
+  void SetIntAt(int64_t i, int64_t value) const;    // wraps to the dtype
   void SetDoubleAt(int64_t i, double value) const;  // rounds to the dtype
 
   // Host reads: every element, in row-major order. On a cuda tensor each
