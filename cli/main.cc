@@ -144,9 +144,10 @@ int Repro(const std::vector<std::string>& paths) {
       std::cout.flush();
     }
   }
-  const std::string summary = absl::StrCat(
-      cases.size(), " cases x ", backends.size(), " backends: ", passed, " passed, ", failed,
-      " failed, ", unsupported, " unsupported (", resolution_only, " resolution only)");
+  const std::string summary =
+      absl::StrCat(cases.size(), cases.size() == 1 ? " case x " : " cases x ", backends.size(),
+                   backends.size() == 1 ? " backend: " : " backends: ", passed, " passed, ", failed,
+                   " failed, ", unsupported, " unsupported (", resolution_only, " resolution only)");
   if (json) {
     nlohmann::ordered_json doc = {{"results", results},
                                   {"summary",

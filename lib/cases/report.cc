@@ -11,10 +11,17 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
+// "1 host sync" / "2 host syncs".
+std::string Count(int n, absl::string_view one, absl::string_view many) {
+  return absl::StrCat(n, " ", n == 1 ? one : many);
+}
+
 std::string CountsText(const DeviceEventCounts& c) {
-  return absl::StrCat(c.host_syncs, " host syncs, ", c.host_to_device_copies,
-                      " host-to-device and ", c.device_to_host_copies, " device-to-host copies, ",
-                      c.casts, " casts");
+  return absl::StrCat(
+      Count(c.host_syncs, "host sync", "host syncs"), ", ",
+      Count(c.host_to_device_copies, "host-to-device copy", "host-to-device copies"), ", ",
+      Count(c.device_to_host_copies, "device-to-host copy", "device-to-host copies"), ", ",
+      Count(c.casts, "cast", "casts"));
 }
 
 std::string ArgText(const ArgLiteral& a) {
