@@ -70,16 +70,4 @@ std::string FormatPythonError(const absl::Status& status) {
   return absl::StrCat(absl::StatusCodeToString(status.code()), ": ", status.message());
 }
 
-namespace internal {
-
-absl::Status Annotate(const absl::Status& status, absl::string_view context) {
-  if (status.ok()) return status;
-  absl::Status annotated(status.code(), absl::StrCat(context, ": ", status.message()));
-  status.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
-    annotated.SetPayload(url, payload);
-  });
-  return annotated;
-}
-
-}  // namespace internal
 }  // namespace varlen

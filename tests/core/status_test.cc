@@ -107,40 +107,6 @@ TEST(FormatPythonErrorTest, NonPythonStatusesPrintCodeAndMessage) {
 
 TEST(FormatPythonErrorTest, OkPrintsOk) { EXPECT_EQ(FormatPythonError(absl::OkStatus()), "OK"); }
 
-TEST(AnnotateTest, PrefixesTheMessageAndKeepsCodeAndKind) {
-  const absl::Status original = PythonError(PyErrorKind::kValueError, "bad literal");
-  const absl::Status annotated = internal::Annotate(original, "resolving max_seqlen");
-  EXPECT_EQ(annotated.code(), original.code());
-  EXPECT_EQ(annotated.message(), "resolving max_seqlen: bad literal");
-  EXPECT_EQ(PythonErrorKindOf(annotated), PyErrorKind::kValueError);
-  EXPECT_EQ(FormatPythonError(annotated), "ValueError: resolving max_seqlen: bad literal");
-}
-
-TEST(AnnotateTest, KeepsEveryPayload) {
-  absl::Status original = PythonError(PyErrorKind::kIndexError, "index 3 out of range");
-  original.SetPayload("example.com/extra", absl::Cord("detail"));
-  const absl::Status annotated = internal::Annotate(original, "ctx");
-  EXPECT_EQ(PythonErrorKindOf(annotated), PyErrorKind::kIndexError);
-  ASSERT_TRUE(annotated.GetPayload("example.com/extra").has_value());
-  EXPECT_EQ(std::string(*annotated.GetPayload("example.com/extra")), "detail");
-}
-
-TEST(AnnotateTest, NonPythonStatusStaysNonPython) {
-  const absl::Status annotated =
-      internal::Annotate(absl::UnimplementedError("no cuDNN"), "flashinfer_cudnn");
-  EXPECT_EQ(annotated.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(annotated.message(), "flashinfer_cudnn: no cuDNN");
-  EXPECT_EQ(PythonErrorKindOf(annotated), std::nullopt);
-}
-
-TEST(AnnotateTest, OkStaysOk) { EXPECT_TRUE(internal::Annotate(absl::OkStatus(), "ctx").ok()); }
-
-TEST(AnnotateTest, NestsOutermostFirst) {
-  const absl::Status status = internal::Annotate(
-      internal::Annotate(PythonError(PyErrorKind::kRuntimeError, "boom"), "inner"), "outer");
-  EXPECT_EQ(FormatPythonError(status), "RuntimeError: outer: inner: boom");
-}
-
 // ---------------------------------------------------------------------------
 // Macros
 

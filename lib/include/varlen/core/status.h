@@ -56,11 +56,6 @@ std::optional<PyErrorKind> PythonErrorKindOf(const absl::Status& status);
 // and message ("UNIMPLEMENTED: <message>"). "OK" for an OK status.
 std::string FormatPythonError(const absl::Status& status);
 
-namespace internal {
-// Prefixes a status message with context, keeping code and payloads.
-absl::Status Annotate(const absl::Status& status, absl::string_view context);
-}  // namespace internal
-
 }  // namespace varlen
 
 #define VARLEN_STATUS_CONCAT_INNER_(a, b) a##b
