@@ -158,7 +158,7 @@ int Repro(const std::vector<std::string>& paths) {
                                     {"unsupported", unsupported},
                                     {"resolution_only", resolution_only},
                                     {"text", summary}}}};
-    std::cout << doc.dump(2) << "\n";
+    std::cout << doc.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
   } else {
     std::cout << "summary: " << summary << "\n";
   }

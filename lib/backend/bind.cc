@@ -1,12 +1,36 @@
 #include "varlen/backend/bind.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
+#include "absl/numeric/int128.h"
 #include "absl/strings/str_cat.h"
 #include "varlen/core/status.h"
 
 namespace varlen {
+
+Tensor KernelCall::PackedOutput() const {
+  const VarlenAttentionParams& p = base_;
+  const Shape packed_shape = {output_.size(0), p.num_heads_q, p.head_dim_v};
+  const Shape strides = ContiguousStrides(packed_shape);
+  if (p.o_token_stride == strides[0] && p.o_head_stride == strides[1]) return output_;
+  // Copy bytes, not values: the poison's NaN payload must survive.
+  Tensor packed = Tensor::Zeros(output_.dtype(), output_.device(), packed_shape);
+  const size_t size = DTypeSize(output_.dtype());
+  const unsigned char* from = output_.data<unsigned char>();
+  unsigned char* to = packed.mutable_data<unsigned char>();
+  for (int64_t t = 0; t < packed_shape[0]; ++t) {
+    for (int64_t h = 0; h < p.num_heads_q; ++h) {
+      for (int64_t d = 0; d < p.head_dim_v; ++d) {
+        const int64_t source = t * p.o_token_stride + h * p.o_head_stride + d;
+        std::memcpy(to + ((t * p.num_heads_q + h) * p.head_dim_v + d) * size,
+                    from + source * size, size);
+      }
+    }
+  }
+  return packed;
+}
 
 VarlenAttentionParams KernelCall::params() const {
   VarlenAttentionParams p = base_;
@@ -55,11 +79,12 @@ class KernelCallBuilder {
     p.max_keys = std::numeric_limits<int64_t>::max();
   }
 
-  // A sequence whose first token is token `start` of every tensor.
+  // A sequence whose first token is token `start` of every tensor. Offsets
+  // that do not fit in int64 saturate; the bounds check then refuses them.
   void AddTokenSequence(int64_t start, int64_t length) {
     const VarlenAttentionParams& p = call_.base_;
-    AddElementSequence(start * p.q_token_stride, start * p.k_token_stride, start * p.v_token_stride,
-                       start * p.o_token_stride, length);
+    AddElementSequence(Offset(start, p.q_token_stride), Offset(start, p.k_token_stride),
+                       Offset(start, p.v_token_stride), Offset(start, p.o_token_stride), length);
   }
 
   void AddElementSequence(int64_t q, int64_t k, int64_t v, int64_t o, int64_t length) {
@@ -73,9 +98,13 @@ class KernelCallBuilder {
 
   void LimitRows(int64_t max_rows_q) { call_.base_.max_rows_q = max_rows_q; }
   void LimitKeys(int64_t max_keys) { call_.base_.max_keys = max_keys; }
+  // The kernel writes into `output` with its own strides (a workspace).
+  // REQUIRES: no sequence added yet (their o offsets use these strides).
   void SetOutput(Tensor output) {
     call_.output_ = std::move(output);
+    call_.result_shape_ = call_.output_.shape();
     call_.base_.o_numel = call_.output_.numel();
+    SetStrides(call_.output_, &call_.base_.o_token_stride, &call_.base_.o_head_stride);
   }
   void SetResultShape(Shape shape) { call_.result_shape_ = std::move(shape); }
 
@@ -85,6 +114,13 @@ class KernelCallBuilder {
   }
 
  private:
+  static int64_t Offset(int64_t token, int64_t stride) {
+    int64_t offset;
+    if (!__builtin_mul_overflow(token, stride, &offset)) return offset;
+    return (token < 0) == (stride < 0) ? std::numeric_limits<int64_t>::max()
+                                       : std::numeric_limits<int64_t>::min();
+  }
+
   static void SetStrides(const Tensor& t, int64_t* token_stride, int64_t* head_stride) {
     *token_stride = t.strides()[0];
     *head_stride = t.strides()[1];
@@ -95,14 +131,10 @@ class KernelCallBuilder {
 
 namespace {
 
-Tensor Flatten4d(const Tensor& t) {
-  if (t.dim() != 4) return t;
-  return t.Reshape({t.size(0) * t.size(1), t.size(2), t.size(3)});
-}
-
 // Rows a grid of ceil(max_seqlen / block) row blocks covers.
 int64_t GridRows(int64_t max_seqlen, int64_t block) {
   if (max_seqlen <= 0) return 0;
+  if (max_seqlen > std::numeric_limits<int64_t>::max() - block) return max_seqlen;  // no wrap
   return (max_seqlen + block - 1) / block * block;
 }
 
@@ -122,7 +154,7 @@ absl::StatusOr<int64_t> IntArgument(const Value& value, absl::string_view functi
 
 absl::StatusOr<KernelCall> BindFlashinferCudnn(const AttentionCall& call,
                                                const FlashinferCudnnArgs& args) {
-  const Tensor q3 = Flatten4d(call.q), k3 = Flatten4d(call.k), v3 = Flatten4d(call.v);
+  const Tensor q3 = FlattenBatch(call.q), k3 = FlattenBatch(call.k), v3 = FlattenBatch(call.v);
   KernelCallBuilder builder(q3, k3, v3, args.scale, q3.dtype());
   const int64_t batch = args.actual_seq_lens.numel();
   for (int64_t b = 0; b < batch; ++b) {
@@ -176,10 +208,12 @@ absl::StatusOr<KernelCall> BindFa3(const AttentionCall& call, const Fa3Args& arg
                                                 static_cast<uint32_t>(cu.IntAt(b)));
     builder.AddTokenSequence(cu.IntAt(b), length);
   }
-  builder.LimitRows(GridRows(max_seqlen, kFa3BlockRows));
+  // FlashAttention's C++ entry takes `int max_seqlen_q`: the value narrows.
+  const int32_t kernel_max = static_cast<int32_t>(static_cast<uint32_t>(max_seqlen));
+  const int64_t rows = GridRows(kernel_max, kFa3BlockRows);
+  builder.LimitRows(rows);
   return builder.Finish(absl::StrCat(kFunction, ": ", batch, " sequences, max_seqlen=", max_seqlen,
-                                     " -> rows covered per sequence ",
-                                     GridRows(max_seqlen, kFa3BlockRows)));
+                                     " -> rows covered per sequence ", rows));
 }
 
 absl::StatusOr<KernelCall> BindTriton(const AttentionCall& call, const TritonArgs& args) {
@@ -202,14 +236,16 @@ absl::StatusOr<KernelCall> BindTriton(const AttentionCall& call, const TritonArg
                            absl::StrCat(kFunction, " received output_ws=", args.output_ws.Repr(),
                                         ": there is no output buffer to write"));
     }
+    // The kernel writes [T, Hq, Dv] through the workspace's strides.
     const Tensor& ws = args.output_ws.as_tensor();
-    if (ws.shape() != call.q.shape() || ws.dtype() != call.q.dtype() ||
+    if (ws.dim() != 3 || ws.size(0) != call.q.size(0) || ws.size(1) != call.q.size(1) ||
+        ws.size(2) < call.v.size(2) || ws.dtype() != call.q.dtype() ||
         ws.device() != call.q.device()) {
       return ModelledError(
           PyErrorKind::kValueError,
           absl::StrCat(kFunction, " received output_ws of shape ", ShapeToString(ws.shape()),
-                       " and dtype ", DTypeName(ws.dtype()), " for q of shape ",
-                       ShapeToString(call.q.shape())));
+                       " and dtype ", DTypeName(ws.dtype()), " for an output of shape ",
+                       ShapeToString({call.q.size(0), call.q.size(1), call.v.size(2)})));
     }
     builder.SetOutput(ws);
   }
@@ -249,8 +285,10 @@ absl::StatusOr<KernelCall> BindSdpa(const AttentionCall& call, const SdpaArgs& a
       const int64_t items =
           std::min<int64_t>(args.bsz, static_cast<int64_t>(args.cu_seqlens.size()) - 1);
       for (int64_t i = 0; i < items; ++i) {
-        const int64_t length =
-            std::clamp<int64_t>(args.cu_seqlens[i + 1] - args.cu_seqlens[i], 0, s);
+        const absl::int128 difference =
+            static_cast<absl::int128>(args.cu_seqlens[i + 1]) - args.cu_seqlens[i];
+        const int64_t length = static_cast<int64_t>(
+            std::clamp<absl::int128>(difference, 0, static_cast<absl::int128>(s)));
         builder.AddTokenSequence(i * s, length);
       }
       break;

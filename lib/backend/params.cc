@@ -1,5 +1,9 @@
 #include "varlen/backend/params.h"
 
+#include <limits>
+#include <string>
+
+#include "absl/numeric/int128.h"
 #include "absl/strings/str_cat.h"
 
 namespace varlen {
@@ -11,11 +15,16 @@ absl::Status CheckRange(int b, absl::string_view tensor, int64_t offset, int64_t
                         int64_t token_stride, int64_t head_stride, int heads, int dim,
                         int64_t numel) {
   if (count == 0) return absl::OkStatus();
-  const int64_t last = offset + (count - 1) * token_stride + (heads - 1) * head_stride + dim - 1;
+  // 128-bit: offsets and counts come from unvalidated (faithful) arguments.
+  const absl::int128 last = static_cast<absl::int128>(offset) +
+                        static_cast<absl::int128>(count - 1) * token_stride +
+                        static_cast<absl::int128>(heads - 1) * head_stride + dim - 1;
   if (offset < 0 || last >= numel) {
+    const std::string end = last < std::numeric_limits<int64_t>::max()
+                                ? absl::StrCat(static_cast<int64_t>(last) + 1)
+                                : "beyond 2^63";
     return absl::OutOfRangeError(absl::StrCat("sequence ", b, " touches ", tensor, " elements [",
-                                              offset, ", ", last + 1, ") outside the buffer of ",
-                                              numel,
+                                              offset, ", ", end, ") outside the buffer of ", numel,
                                               " elements: a GPU kernel would read or write "
                                               "foreign memory or fault"));
   }

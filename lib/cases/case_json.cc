@@ -505,9 +505,18 @@ absl::Status ValidateTensorLiteral(const TensorLiteral& t, const std::string& pa
       static_cast<int64_t>(IsFloatingPoint(t.dtype) ? t.floats.size() : t.ints.size());
   if (t.shape.has_value()) {
     if (t.shape->size() > 8) return PathError(path + ".shape", "at most 8 dimensions");
-    int64_t numel = 1;
-    for (int64_t d : *t.shape)
-      numel = std::min<int64_t>(numel * std::max<int64_t>(d, 0), kMaxLiteralValues + 1);
+    // Bound the product of the non-zero sizes too, so strides cannot overflow
+    // even when a zero size makes the tensor empty.
+    int64_t numel = 1, extent = 1;
+    for (int64_t d : *t.shape) {
+      extent = std::min<int64_t>(extent * std::max<int64_t>(d, 1), kMaxLiteralValues + 1);
+      numel = std::min<int64_t>(numel * d, kMaxLiteralValues + 1);
+    }
+    if (extent > kMaxLiteralValues) {
+      return PathError(path + ".shape", absl::StrCat("shape ", ShapeToString(*t.shape),
+                                                     " spans more than ", kMaxLiteralValues,
+                                                     " elements"));
+    }
     if (numel != count) {
       return PathError(path + ".shape", absl::StrCat("shape ", ShapeToString(*t.shape), " holds ",
                                                      numel, " values but ", count, " are given"));
@@ -846,11 +855,16 @@ absl::Status ValidateCase(const Case& c) {
   return absl::OkStatus();
 }
 
+// Thrown by the parse callback to stop at absurd nesting, before any
+// recursive copy or destruction of the parsed value can exhaust the stack.
+struct TooDeep {};
+
 absl::StatusOr<Case> ParseCase(absl::string_view json_text, absl::string_view origin) {
   // A repeated key would silently keep its last value: refuse it instead.
   std::vector<std::set<std::string>> keys_by_object;
   std::string duplicate;
-  auto track_keys = [&](int /*depth*/, json::parse_event_t event, json& parsed) {
+  auto check = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (depth > kMaxJsonDepth) throw TooDeep{};
     if (event == json::parse_event_t::object_start) keys_by_object.emplace_back();
     if (event == json::parse_event_t::object_end) keys_by_object.pop_back();
     if (event == json::parse_event_t::key &&
@@ -861,13 +875,16 @@ absl::StatusOr<Case> ParseCase(absl::string_view json_text, absl::string_view or
   };
   json j;
   try {
-    j = json::parse(json_text.begin(), json_text.end(), track_keys);
+    j = json::parse(json_text.begin(), json_text.end(), check);
   } catch (const json::exception& e) {  // syntax errors, and numbers beyond double's range
     return absl::InvalidArgumentError(absl::StrCat(origin, ": invalid JSON: ", e.what()));
+  } catch (const TooDeep&) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        origin, ": invalid JSON: values nest deeper than ", kMaxJsonDepth, " levels"));
   }
   if (!duplicate.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(origin, ": invalid JSON: the key \"", duplicate,
-                                                   "\" appears twice in one object"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        origin, ": invalid JSON: the key \"", duplicate, "\" appears twice in one object"));
   }
   absl::StatusOr<Case> c = ReadCase(j);
   if (c.ok()) {

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "varlen/backend/bind.h"
 #include "varlen/cases/case_json.h"
 #include "varlen/cases/limits.h"
@@ -122,12 +123,30 @@ bool JsonSubsetMatches(const nlohmann::ordered_json& expected, const nlohmann::o
   return true;
 }
 
+// Multiply-adds the kernel would perform for `p` (as a double: it only has
+// to be compared with the budget, and may be absurdly large).
+double KernelMacs(const VarlenAttentionParams& p) {
+  double macs = 0.0;
+  for (int b = 0; b < p.batch; ++b) {
+    const SequenceView s = SequenceAt(p, b);
+    macs += static_cast<double>(s.rows) * static_cast<double>(s.keys) * p.num_heads_q *
+            (p.head_dim_qk + p.head_dim_v);
+  }
+  return macs;
+}
+
 void CheckExpectation(const Case& c, Outcome* outcome) {
   if (outcome->observed == Observed::kUnsupported) {
     outcome->verdict = Verdict::kUnsupported;
     return;
   }
   std::vector<std::string>& mismatches = outcome->mismatches;
+  // A backend that fails to run fails, whatever the case expects.
+  if (outcome->observed == Observed::kError && outcome->error_stage == "backend") {
+    mismatches.push_back(absl::StrCat("the backend failed: ", outcome->error.message()));
+    outcome->verdict = Verdict::kFail;
+    return;
+  }
   if (!c.expect.has_value()) {
     // Without an expectation only a silent corruption is a failure.
     if (outcome->observed == Observed::kCorruption) {
@@ -213,7 +232,7 @@ absl::string_view VerdictName(Verdict verdict) {
 CaseRunner::CaseRunner(Case c, RunOptions options)
     : case_(std::move(c)),
       options_(options),
-      forward_(options.allow_forward && FitsForwardBudget(case_.geometry)),
+      forward_(options.allow_forward && FitsForwardBudget(case_.geometry, options.budget)),
       qkv_(forward_ ? SynthesizeQkv(case_) : ShapeOnlyQkv(case_)) {}
 
 const Reference& CaseRunner::GetReference() {
@@ -295,6 +314,16 @@ Outcome CaseRunner::Run(const Backend& backend) {
     CheckExpectation(case_, &outcome);
     return outcome;
   }
+  // Wrong arguments can ask a kernel for far more work than the ground truth
+  // needs (a missing mask over a long batch): that is not run on a CPU.
+  if (const double macs = KernelMacs(params); macs > static_cast<double>(options_.budget.macs)) {
+    outcome.unsupported = absl::ResourceExhaustedError(absl::StrFormat(
+        "the kernel would compute %.3g multiply-adds, over the CPU budget of %d", macs,
+        options_.budget.macs));
+    outcome.observed = Observed::kUnsupported;
+    CheckExpectation(case_, &outcome);
+    return outcome;
+  }
   PoisonOutput(kernel->output());
   absl::Status ran = backend.Run(params);
   if (absl::IsUnimplemented(ran)) {
@@ -310,7 +339,7 @@ Outcome CaseRunner::Run(const Backend& backend) {
     return outcome;
   }
   outcome.numerics =
-      JudgeOutput(case_.geometry, GetReference(), kernel->output(), options_.tolerance);
+      JudgeOutput(case_.geometry, GetReference(), kernel->PackedOutput(), options_.tolerance);
   outcome.observed = outcome.numerics->passed ? Observed::kSuccess : Observed::kCorruption;
   CheckExpectation(case_, &outcome);
   return outcome;

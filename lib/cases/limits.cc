@@ -22,8 +22,8 @@ int64_t TensorElements(const Geometry& g) {
          t * g.num_kv_heads * (g.head_dim + g.head_dim_v);
 }
 
-bool FitsForwardBudget(const Geometry& g) {
-  return AttentionMacs(g) <= kForwardBudgetMacs && TensorElements(g) <= kForwardBudgetElements;
+bool FitsForwardBudget(const Geometry& g, const ForwardBudget& budget) {
+  return AttentionMacs(g) <= budget.macs && TensorElements(g) <= budget.elements;
 }
 
 }  // namespace varlen

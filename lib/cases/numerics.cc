@@ -39,16 +39,11 @@ bool IsPoisoned(const Tensor& t, int64_t i) {
   }
 }
 
-Tensor Packed3d(const Tensor& t) {
-  if (t.dim() != 4) return t;
-  return t.Reshape({t.size(0) * t.size(1), t.size(2), t.size(3)});
-}
-
 std::vector<double> RunReference(const Geometry& g, const Tensor& q, const Tensor& k,
                                  const Tensor& v, DType output_dtype,
                                  ReferencePrecision precision) {
   KernelCall call =
-      BindGroundTruth(Packed3d(q), Packed3d(k), Packed3d(v), g.seq_lens, g.scale(), output_dtype);
+      BindGroundTruth(FlattenBatch(q), FlattenBatch(k), FlattenBatch(v), g.seq_lens, g.scale(), output_dtype);
   ReferenceAttention(call.params(), precision);
   std::vector<double> out(static_cast<size_t>(call.output().numel()));
   for (size_t i = 0; i < out.size(); ++i) out[i] = call.output().DoubleAt(static_cast<int64_t>(i));

@@ -57,7 +57,7 @@ std::string ArgText(const ArgLiteral& a) {
   if (a.kind == ArgLiteral::Kind::kBool) return a.b ? "True" : "False";
   if (a.kind == ArgLiteral::Kind::kStr) return PyStrRepr(a.s);
   if (a.kind == ArgLiteral::Kind::kFloat) return PyFloatRepr(a.f);
-  return ArgLiteralToJson(a).dump();
+  return ArgLiteralToJson(a).dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 std::string MetadataText(const MetadataSpec& m) {

@@ -58,9 +58,7 @@ absl::Status LayerEpilogue(const ResolvedArgs& resolved) {
 // flattened before the backend is called.
 AttentionCall AsLayerSeesIt(const AttentionCall& call) {
   AttentionCall flat = call;
-  for (Tensor* t : {&flat.q, &flat.k, &flat.v}) {
-    if (t->dim() == 4) *t = t->Reshape({t->size(0) * t->size(1), t->size(2), t->size(3)});
-  }
+  for (Tensor* t : {&flat.q, &flat.k, &flat.v}) *t = FlattenBatch(*t);
   return flat;
 }
 

@@ -10,7 +10,8 @@
 
 namespace varlen::internal {
 
-absl::StatusOr<double> ResolveSoftmaxScale(const ResolveContext& ctx, int64_t head_dim) {
+absl::StatusOr<double> ResolveSoftmaxScale(const ResolveContext& ctx, int64_t head_dim,
+                                           absl::string_view kernel, absl::string_view argument) {
   const Value scale = ctx.kwargs.get("softmax_scale");
   double value = 0.0;
   switch (scale.kind()) {
@@ -26,6 +27,11 @@ absl::StatusOr<double> ResolveSoftmaxScale(const ResolveContext& ctx, int64_t he
       value = scale.as_bool() ? 1.0 : 0.0;
       break;
     default:
+      if (!ctx.hardened()) {
+        return PythonError(PyErrorKind::kTypeError,
+                           absl::StrCat(kernel, "(): argument '", argument, "' must be float, not ",
+                                        scale.TypeName()));
+      }
       return PythonError(PyErrorKind::kTypeError,
                          absl::StrCat("softmax_scale=", scale.Repr(), " is a ", scale.TypeName(),
                                       ": it must be a float or None"));
@@ -165,10 +171,12 @@ absl::StatusOr<TokenSource> ResolveHardenedTokenSource(
                                                     /*may_cast=*/false));
     source.max_seqlen = list.back();
     source.max_name = absl::StrCat("cu_seqlens[", list.size() - 1, "]");
-    if (source.max_seqlen.is_none()) {
-      return PythonError(
-          PyErrorKind::kTypeError,
-          absl::StrCat(source.max_name, "=None: the cuda-graph list must carry max_seqlen"));
+    if (source.max_seqlen.is_none() || source.max_seqlen.is_tensor()) {
+      return PythonError(PyErrorKind::kTypeError,
+                         absl::StrCat(source.max_name, "=", source.max_seqlen.Repr(), " is a ",
+                                      source.max_seqlen.TypeName(),
+                                      ": the cuda-graph list must carry max_seqlen as a host int "
+                                      "(reading a tensor is a host sync, illegal in a graph)"));
     }
     return source;
   }

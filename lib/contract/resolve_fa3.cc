@@ -38,7 +38,7 @@ absl::StatusOr<Fa3Args> ResolveFaithful(const ResolveContext& ctx) {
     args.cu_seqlens = Value::FromTensor(cu);
     args.max_seqlen = Value::Int(max);
   }
-  VARLEN_ASSIGN_OR_RETURN(args.scale, ResolveSoftmaxScale(ctx, call.q.size(-1)));
+  VARLEN_ASSIGN_OR_RETURN(args.scale, ResolveSoftmaxScale(ctx, call.q.size(-1), "flash_attn_varlen_func", "softmax_scale"));
   return args;
 }
 
@@ -53,7 +53,7 @@ absl::StatusOr<Fa3Args> ResolveHardened(const ResolveContext& ctx) {
       CheckOrDeriveMaxSeqlen(ctx, source.max_seqlen, source.checked.longest, source.max_name));
   args.cu_seqlens = Value::FromTensor(source.checked.cu);
   args.max_seqlen = Value::Int(max);
-  VARLEN_ASSIGN_OR_RETURN(args.scale, ResolveSoftmaxScale(ctx, call.q.size(-1)));
+  VARLEN_ASSIGN_OR_RETURN(args.scale, ResolveSoftmaxScale(ctx, call.q.size(-1), "flash_attn_varlen_func", "softmax_scale"));
   return args;
 }
 

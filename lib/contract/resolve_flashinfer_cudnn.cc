@@ -34,14 +34,8 @@ absl::StatusOr<int64_t> MaxSeqlenToInt(const Value& max_seqlen) {
   return PyInt(max_seqlen, "max_seqlen");
 }
 
-// Step 3: [b, s, h, d] -> [b*s, h, d].
-Tensor Flatten4d(const Tensor& t) {
-  if (t.dim() != 4) return t;
-  return t.Reshape({t.size(0) * t.size(1), t.size(2), t.size(3)});
-}
-
-// Steps 5-7 and 9: the tensors the kernel receives.
-absl::StatusOr<FlashinferCudnnArgs> PackArgs(const ResolveContext& ctx, const Tensor& q3,
+// Steps 5-7: the tensors the kernel receives.
+absl::StatusOr<FlashinferCudnnArgs> PackArgs(const ResolveContext& ctx,
                                              const Tensor& sequence_lengths, const Tensor& packed,
                                              int64_t max_seqlen) {
   const Device device = ctx.call.q.device();
@@ -64,7 +58,6 @@ absl::StatusOr<FlashinferCudnnArgs> PackArgs(const ResolveContext& ctx, const Te
   args.batch_offsets_o = packed_1d.Slice(2 * split, 3 * split).Reshape({split, 1, 1, 1});
   args.max_token_per_sequence = max_seqlen;
   args.max_sequence_kv = max_seqlen;
-  VARLEN_ASSIGN_OR_RETURN(args.scale, ResolveSoftmaxScale(ctx, q3.size(2)));
   args.output_4d = ctx.call.q.dim() == 4;
   args.input_shape = ctx.call.q.shape();
   return args;
@@ -121,7 +114,7 @@ absl::StatusOr<FlashinferCudnnArgs> ResolveFaithful(const ResolveContext& ctx) {
   // Step 2.
   VARLEN_ASSIGN_OR_RETURN(int64_t max_int, MaxSeqlenToInt(max_seqlen));
   // Step 3.
-  const Tensor q3 = Flatten4d(call.q);
+  const Tensor q3 = FlattenBatch(call.q);
   if (call.q.dim() == 4) ctx.Note("q, k, v flattened from [b, s, h, d] to [b*s, h, d]");
   // Steps 4 and 5: the type checks, packed first.
   if (!packed.is_tensor()) {
@@ -132,7 +125,7 @@ absl::StatusOr<FlashinferCudnnArgs> ResolveFaithful(const ResolveContext& ctx) {
     return PythonError(PyErrorKind::kRuntimeError, "sequence_lengths must be a torch.Tensor");
   }
   // Steps 5-7.
-  VARLEN_ASSIGN_OR_RETURN(FlashinferCudnnArgs args, PackArgs(ctx, q3, sequence_lengths.as_tensor(),
+  VARLEN_ASSIGN_OR_RETURN(FlashinferCudnnArgs args, PackArgs(ctx, sequence_lengths.as_tensor(),
                                                              packed.as_tensor(), max_int));
   // Step 8.
   VARLEN_RETURN_IF_ERROR(FaithfulBoundsCheck(q3, args));
@@ -215,9 +208,9 @@ absl::StatusOr<int64_t> HardenedMax(const ResolveContext& ctx, const Value& max_
 absl::StatusOr<FlashinferCudnnArgs> ResolveHardened(const ResolveContext& ctx) {
   const AttentionCall& call = ctx.call;
   VARLEN_ASSIGN_OR_RETURN(const int64_t tokens, CheckQkvShapes(call, /*allow_4d=*/true));
-  const Tensor q3 = Flatten4d(call.q);
-  const Tensor k3 = Flatten4d(call.k);
-  const Tensor v3 = Flatten4d(call.v);
+  const Tensor q3 = FlattenBatch(call.q);
+  const Tensor k3 = FlattenBatch(call.k);
+  const Tensor v3 = FlattenBatch(call.v);
   if (k3.size(1) != q3.size(1) || v3.size(1) != q3.size(1)) {
     return HardenedValueError(absl::StrCat(
         "k has ", k3.size(1), " heads and v has ", v3.size(1), " but q has ", q3.size(1),
@@ -256,7 +249,7 @@ absl::StatusOr<FlashinferCudnnArgs> ResolveHardened(const ResolveContext& ctx) {
           HardenedMax(ctx, metadata->flashinfer_max_seqlen,
                       {.value = stamp.longest, .source = "the longest sequence of the metadata"},
                       "forward_metadata.flashinfer_max_seqlen"));
-      return PackArgs(ctx, q3, seq, packed, max_int);
+      return PackArgs(ctx, seq, packed, max_int);
     }
     ctx.Note("source: forward_metadata not built by a hardened builder; validated");
     VARLEN_ASSIGN_OR_RETURN(std::vector<int64_t> lengths,
@@ -267,7 +260,7 @@ absl::StatusOr<FlashinferCudnnArgs> ResolveHardened(const ResolveContext& ctx) {
                             HardenedMax(ctx, metadata->flashinfer_max_seqlen,
                                         FindLongest(lengths, "forward_metadata.sequence_lengths"),
                                         "forward_metadata.flashinfer_max_seqlen"));
-    return PackArgs(ctx, q3, seq, packed, max_int);
+    return PackArgs(ctx, seq, packed, max_int);
   }
 
   const Value sequence_lengths = ctx.kwargs.get("sequence_lengths");
@@ -280,7 +273,7 @@ absl::StatusOr<FlashinferCudnnArgs> ResolveHardened(const ResolveContext& ctx) {
                             HardenedMax(ctx, ctx.kwargs.get("max_seqlen"),
                                         LongestOfOffsets(offsets, "cu_seqlens"), "max_seqlen"));
     DerivedPacking derived = DerivePacking(cu, width, call.q.device());
-    return PackArgs(ctx, q3, derived.sequence_lengths, derived.packed, max_int);
+    return PackArgs(ctx, derived.sequence_lengths, derived.packed, max_int);
   }
   ctx.Note("source: kwargs sequence_lengths and cu_seqlens as packed indptrs; validated");
   VARLEN_ASSIGN_OR_RETURN(std::vector<int64_t> lengths, CheckSequenceLengths(sequence_lengths));
@@ -296,13 +289,19 @@ absl::StatusOr<FlashinferCudnnArgs> ResolveHardened(const ResolveContext& ctx) {
   VARLEN_ASSIGN_OR_RETURN(int64_t max_int,
                           HardenedMax(ctx, ctx.kwargs.get("max_seqlen"),
                                       FindLongest(lengths, "sequence_lengths"), "max_seqlen"));
-  return PackArgs(ctx, q3, sequence_lengths.as_tensor(), packed, max_int);
+  return PackArgs(ctx, sequence_lengths.as_tensor(), packed, max_int);
 }
 
 }  // namespace
 
 absl::StatusOr<FlashinferCudnnArgs> ResolveFlashinferCudnn(const ResolveContext& ctx) {
-  return ctx.hardened() ? ResolveHardened(ctx) : ResolveFaithful(ctx);
+  VARLEN_ASSIGN_OR_RETURN(FlashinferCudnnArgs args,
+                          ctx.hardened() ? ResolveHardened(ctx) : ResolveFaithful(ctx));
+  // Step 9, after every check: the scale handed to the kernel.
+  VARLEN_ASSIGN_OR_RETURN(args.scale, ResolveSoftmaxScale(ctx, ctx.call.q.size(-1),
+                                                          "cudnn_batch_prefill_with_kv_cache",
+                                                          "scale"));
+  return args;
 }
 
 }  // namespace varlen::internal

@@ -31,7 +31,11 @@ absl::StatusOr<SdpaArgs> ResolveSdpa(const ResolveContext& ctx);
 
 // softmax_scale as the kernels read it: None -> head_dim ** -0.5, an int or
 // float as is. Hardened mode also requires a finite value.
-absl::StatusOr<double> ResolveSoftmaxScale(const ResolveContext& ctx, int64_t head_dim);
+// The kernel receives the Python value; a value that is not a number fails
+// at its entry, as "<kernel>(): argument '<argument>' must be float, not
+// str" (modelled). Resolvers call this last, where SGLang calls the kernel.
+absl::StatusOr<double> ResolveSoftmaxScale(const ResolveContext& ctx, int64_t head_dim,
+                                           absl::string_view kernel, absl::string_view argument);
 
 // Hardened: q, k and v are [T, H, D] (or [b, s, H, D] where `allow_4d`),
 // agree on tokens, and GQA divides evenly. Returns T.

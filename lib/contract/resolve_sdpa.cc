@@ -82,7 +82,7 @@ absl::StatusOr<SdpaArgs> ResolveHardened(const ResolveContext& ctx) {
   args.bsz = call.bsz;
   args.tokens_per_item = tokens / call.bsz;
   args.scale = ConstructionScale(call);
-  VARLEN_ASSIGN_OR_RETURN(const double requested, ResolveSoftmaxScale(ctx, call.q.size(-1)));
+  VARLEN_ASSIGN_OR_RETURN(const double requested, ResolveSoftmaxScale(ctx, call.q.size(-1), "scaled_dot_product_attention", "scale"));
   if (requested != args.scale) {
     return PythonError(
         PyErrorKind::kValueError,
@@ -116,12 +116,16 @@ absl::StatusOr<SdpaArgs> ResolveHardened(const ResolveContext& ctx) {
                        "sequence per batch item (more would attend across "
                        "sequences)"));
     }
+    // Rows past an item's length have no key under (row < len) & (col < len):
+    // their output is undefined, so every item must be full.
     for (size_t i = 0; i < lengths.size(); ++i) {
-      if (lengths[i] > args.tokens_per_item) {
+      if (lengths[i] != args.tokens_per_item) {
         return PythonError(
             PyErrorKind::kValueError,
-            absl::StrCat("sequence ", i, " has length ", lengths[i], " > ", args.tokens_per_item,
-                         " tokens per batch item: it cannot fit its item"));
+            absl::StrCat("cu_seqlens[", i + 1, "] - cu_seqlens[", i, "] = ", lengths[i],
+                         " != ", args.tokens_per_item,
+                         " tokens per batch item: without flatten_batch every item must be one "
+                         "full sequence (shorter ones leave rows with no key)"));
       }
     }
     args.mask = SdpaArgs::Mask::kPadding;

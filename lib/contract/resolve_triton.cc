@@ -61,7 +61,7 @@ absl::StatusOr<TritonArgs> ResolveFaithful(const ResolveContext& ctx) {
     args.cu_seqlens = Value::FromTensor(cu);
     args.max_seqlen = Value::Int(max);
   }
-  VARLEN_ASSIGN_OR_RETURN(args.scale, ResolveSoftmaxScale(ctx, call.q.size(-1)));
+  VARLEN_ASSIGN_OR_RETURN(args.scale, ResolveSoftmaxScale(ctx, call.q.size(-1), "context_attention_fwd", "sm_scale"));
   return args;
 }
 
@@ -98,7 +98,7 @@ absl::StatusOr<TritonArgs> ResolveHardened(const ResolveContext& ctx) {
   if (!call.forward_metadata.has_value() && call.graph_mode && !ctx.kwargs.contains("output_ws")) {
     return PythonError(PyErrorKind::kValueError,
                        "output_ws is absent: in cuda-graph mode triton_attn writes into a "
-                       "preallocated output_ws shaped like q");
+                       "preallocated output_ws");
   }
   VARLEN_ASSIGN_OR_RETURN(
       TokenSource source,
@@ -120,17 +120,30 @@ absl::StatusOr<TritonArgs> ResolveHardened(const ResolveContext& ctx) {
     }
     case TokenSource::Kind::kGraphList: {
       const Value output_ws = ctx.kwargs.get("output_ws");
-      if (!output_ws.is_tensor() || output_ws.as_tensor().shape() != call.q.shape() ||
-          output_ws.as_tensor().dtype() != call.q.dtype()) {
+      const Shape output_shape = {call.q.size(0), call.q.size(1), call.v.size(2)};
+      if (!output_ws.is_tensor() || output_ws.as_tensor().shape() != output_shape ||
+          output_ws.as_tensor().dtype() != call.q.dtype() ||
+          output_ws.as_tensor().device() != call.q.device()) {
         return PythonError(
             PyErrorKind::kValueError,
             absl::StrCat("output_ws=", output_ws.Repr(),
-                         ": in cuda-graph mode it must be a preallocated tensor "
-                         "with q's shape ",
-                         ShapeToString(call.q.shape()), " and dtype ", DTypeName(call.q.dtype())));
+                         ": in cuda-graph mode it must be a preallocated tensor of the output's "
+                         "shape ",
+                         ShapeToString(output_shape), ", dtype ", DTypeName(call.q.dtype()),
+                         " and device ", DeviceName(call.q.device())));
       }
       const Value& seq_lens = call.cu_seqlens.as_list()[1];
       VARLEN_RETURN_IF_ERROR(CheckLengthsMatchOffsets(seq_lens, "cu_seqlens[1]", offsets));
+      const Tensor& lengths = seq_lens.as_tensor();
+      if (lengths.dtype() != DType::kInt32 || lengths.device() != call.q.device()) {
+        return PythonError(
+            PyErrorKind::kValueError,
+            absl::StrCat("cu_seqlens[1] is ", DTypeName(lengths.dtype()), " on ",
+                         DeviceName(lengths.device()),
+                         ": in cuda-graph mode the kernel reads it as it is, so it must be int32 "
+                         "on q's device (",
+                         DeviceName(call.q.device()), ")"));
+      }
       args.seq_lens = seq_lens;
       args.output_from_workspace = true;
       args.output_ws = output_ws;
@@ -155,7 +168,7 @@ absl::StatusOr<TritonArgs> ResolveHardened(const ResolveContext& ctx) {
       CheckOrDeriveMaxSeqlen(ctx, source.max_seqlen, source.checked.longest, source.max_name));
   args.cu_seqlens = Value::FromTensor(source.checked.cu);
   args.max_seqlen = Value::Int(max);
-  VARLEN_ASSIGN_OR_RETURN(args.scale, ResolveSoftmaxScale(ctx, call.q.size(-1)));
+  VARLEN_ASSIGN_OR_RETURN(args.scale, ResolveSoftmaxScale(ctx, call.q.size(-1), "context_attention_fwd", "sm_scale"));
   return args;
 }
 

@@ -1,6 +1,7 @@
 #include "varlen/core/tensor.h"
 
 #include <cassert>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -11,17 +12,22 @@
 namespace varlen {
 namespace {
 
-// A float converted to an integer the way x86 and CUDA hardware do it (the
-// "integer indefinite" value for NaN and out-of-range inputs), which is what
-// torch's casts produce; a plain static_cast would be undefined behaviour.
-int64_t FloatToInt(double value, DType dtype) {
-  const double lo = dtype == DType::kInt32 ? -2147483648.0 : -9223372036854775808.0;
-  const double hi = dtype == DType::kInt32 ? 2147483648.0 : 9223372036854775808.0;
-  if (!(value >= lo && value < hi)) {  // NaN fails every comparison
-    return dtype == DType::kInt32 ? std::numeric_limits<int32_t>::min()
-                                  : std::numeric_limits<int64_t>::min();
-  }
-  return static_cast<int64_t>(value);
+// A float truncated to an integer dtype the way the tensor's device does it,
+// which is what torch's casts produce there (a plain static_cast of NaN or an
+// out-of-range value would be undefined behaviour):
+//   cpu (x86 cvttsd2si): NaN and out-of-range values give the "integer
+//     indefinite" value, the dtype's minimum;
+//   cuda (PTX cvt.rzi): NaN gives 0, out-of-range values saturate.
+int64_t FloatToInt(double value, DType dtype, Device device) {
+  const bool narrow = dtype == DType::kInt32;
+  const int64_t min = narrow ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min();
+  const int64_t max = narrow ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int64_t>::max();
+  const double lo = narrow ? -2147483648.0 : -9223372036854775808.0;
+  const double hi = narrow ? 2147483648.0 : 9223372036854775808.0;
+  if (value >= lo && value < hi) return static_cast<int64_t>(value);
+  if (device == Device::kCpu) return min;
+  if (std::isnan(value)) return 0;
+  return value < 0 ? min : max;
 }
 
 }  // namespace
@@ -44,6 +50,11 @@ Shape ContiguousStrides(const Shape& shape) {
     stride *= shape[i];
   }
   return strides;
+}
+
+Tensor FlattenBatch(const Tensor& t) {
+  if (t.dim() != 4) return t;
+  return t.Reshape({t.size(0) * t.size(1), t.size(2), t.size(3)});
 }
 
 Tensor Tensor::ShapeOnly(DType dtype, Device device, Shape shape) {
@@ -130,7 +141,7 @@ int64_t Tensor::IntAt(int64_t i) const {
     case DType::kBool:
       return data<uint8_t>()[i] != 0;
     default:
-      return FloatToInt(DoubleAt(i), DType::kInt64);
+      return FloatToInt(DoubleAt(i), DType::kInt64, device_);
   }
 }
 
@@ -184,7 +195,7 @@ void Tensor::SetDoubleAt(int64_t i, double value) const {
       mutable_data<uint8_t>()[i] = value != 0.0;  // NaN is truthy, as in torch
       return;
     default:
-      SetIntAt(i, FloatToInt(value, dtype_));
+      SetIntAt(i, FloatToInt(value, dtype_, device_));
   }
 }
 

@@ -167,8 +167,14 @@ namespace {
 bool IsPyIntSpace(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
 absl::Status InvalidLiteral(absl::string_view text) {
+  // CPython formats it with %.200R: at most 200 characters, not bytes.
   std::string repr = PyStrRepr(text);
-  if (repr.size() > 200) repr.resize(200);  // CPython formats it with %.200R
+  size_t characters = 0, cut = 0;
+  for (; cut < repr.size(); ++cut) {
+    const bool starts_character = (static_cast<unsigned char>(repr[cut]) & 0xc0) != 0x80;
+    if (starts_character && characters++ == 200) break;
+  }
+  repr.resize(cut);
   return PythonError(PyErrorKind::kValueError,
                      absl::StrCat("invalid literal for int() with base 10: ", repr));
 }

@@ -372,7 +372,7 @@ TEST(BindTritonTest, GraphModeWorkspaceOfTheWrongShapeIsRefused) {
   const Tensor ws = Tensor::Zeros(DType::kBFloat16, kCuda, {8, 2, 2});
   EXPECT_EQ(ErrorText(Bind(TritonGraphCall(Value::FromTensor(ws)), Profile::kTritonAttn)),
             "ValueError: context_attention_fwd received output_ws of shape [8, 2, 2] and dtype "
-            "bfloat16 for q of shape [8, 2, 4]");
+            "bfloat16 for an output of shape [8, 2, 4]");
 }
 
 // ---------------------------------------------------------------------------

@@ -394,7 +394,7 @@ TEST(ExecutorTest, FailingBackendIsAnErrorAtTheBackendStage) {
   EXPECT_EQ(FormatPythonError(o.error), "INTERNAL: launch failed");
   EXPECT_FALSE(o.numerics.has_value());
   EXPECT_EQ(o.verdict, Verdict::kFail);
-  EXPECT_THAT(o.mismatches, ElementsAre("expected success; observed error"));
+  EXPECT_THAT(o.mismatches, ElementsAre("the backend failed: launch failed"));
 }
 
 TEST(ExecutorTest, RunnerSharesItsReferenceAcrossBackends) {

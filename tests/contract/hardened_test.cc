@@ -291,8 +291,8 @@ TEST(HardenedRejects, GraphModeThroughTheLayerWithoutOutputWs) {
                                  Value::FromTensor(IntTensor({3, 5, 2})), Value::Int(5)});
   ExpectPyError(Resolve(call, Profile::kTritonAttn, Mode::kHardened).status,
                 PyErrorKind::kValueError,
-                "output_ws=None: in cuda-graph mode it must be a preallocated tensor with q's "
-                "shape [10, 2, 4] and dtype bfloat16");
+                "output_ws=None: in cuda-graph mode it must be a preallocated tensor of the "
+                "output's shape [10, 2, 4], dtype bfloat16 and device cuda");
 }
 
 // Graph safety ------------------------------------------------------------------------------
@@ -476,7 +476,7 @@ TEST(HardenedGraphMode, MessagesNameTheValueAndTheLayout) {
   ExpectPyError(Resolve(call, Profile::kTritonAttn, Mode::kHardened).status,
                 PyErrorKind::kValueError,
                 "output_ws is absent: in cuda-graph mode triton_attn writes into a preallocated "
-                "output_ws shaped like q");
+                "output_ws");
   call.kwargs.set("output_ws", Value::None());
   ExpectPyError(Resolve(call, Profile::kTritonAttn, Mode::kHardened).status,
                 PyErrorKind::kTypeError,

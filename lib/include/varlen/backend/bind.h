@@ -49,8 +49,12 @@ class KernelCall {
   // The launch parameters, pointing into this object and the tensors.
   VarlenAttentionParams params() const;
 
-  // What the caller gets back: `output` viewed as `result_shape`.
+  // The buffer the kernel writes (poison it before the run), and what the
+  // caller gets back: `output` viewed as `result_shape`.
   const Tensor& output() const { return output_; }
+  // The output as contiguous [T, Hq, Dv], whatever the buffer's strides (a
+  // cuda-graph workspace may be wider), with every byte as the kernel left it.
+  Tensor PackedOutput() const;
   const Shape& result_shape() const { return result_shape_; }
   const std::string& description() const { return description_; }
 

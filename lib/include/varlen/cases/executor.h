@@ -28,6 +28,7 @@
 #include "absl/status/status.h"
 #include "varlen/backend/backend.h"
 #include "varlen/cases/case.h"
+#include "varlen/cases/limits.h"
 #include "varlen/cases/numerics.h"
 #include "varlen/cases/synth.h"
 #include "varlen/contract/resolve.h"
@@ -67,6 +68,7 @@ struct Outcome {
 struct RunOptions {
   ToleranceModel tolerance;
   bool allow_forward = true;  // false: resolution only, whatever the budget
+  ForwardBudget budget;       // for the ground truth, and for what a kernel would compute
 };
 
 // Prepares a case once (tensors, oracle) and runs it on any number of

@@ -21,17 +21,23 @@ inline constexpr int64_t kMaxHeads = 1024;
 inline constexpr int64_t kMaxHeadDim = 512;
 inline constexpr int64_t kMaxLiteralValues = 1'000'000;  // per tensor literal
 inline constexpr int64_t kMaxCaseFileBytes = 64 << 20;
+inline constexpr int kMaxJsonDepth = 32;  // nesting of objects and arrays
 
 // A forward run costs about three attention passes (oracle, same-precision
 // emulation, backend). Above either budget a case runs resolution only.
 inline constexpr int64_t kForwardBudgetMacs = 300'000'000;     // per pass
 inline constexpr int64_t kForwardBudgetElements = 50'000'000;  // q, k, v, o
 
+struct ForwardBudget {
+  int64_t macs = kForwardBudgetMacs;
+  int64_t elements = kForwardBudgetElements;
+};
+
 // Multiply-adds of one attention pass over `g`: sum of len^2 * H * (D + Dv).
 int64_t AttentionMacs(const Geometry& g);
 // Elements of q, k, v and o together.
 int64_t TensorElements(const Geometry& g);
-bool FitsForwardBudget(const Geometry& g);
+bool FitsForwardBudget(const Geometry& g, const ForwardBudget& budget = {});
 
 }  // namespace varlen
 

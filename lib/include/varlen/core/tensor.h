@@ -116,6 +116,11 @@ class Tensor {
 // Contiguous row-major strides of `shape`.
 Shape ContiguousStrides(const Shape& shape);
 
+// A 4-d [b, s, h, d] tensor viewed as packed [b*s, h, d]
+// (rearrange "b s ... -> (b s) ..."); any other tensor unchanged.
+// REQUIRES: t is contiguous.
+Tensor FlattenBatch(const Tensor& t);
+
 }  // namespace varlen
 
 #endif  // VARLEN_CORE_TENSOR_H_
