@@ -19,13 +19,16 @@ if(VARLEN_LIBFUZZER)
 endif()
 
 if(VARLEN_SANITIZE)
+  # Sanitizer builds keep assert(): REQUIRES checks must fire in tests.
+  add_compile_options(-UNDEBUG)
   set(_varlen_san -fsanitize=address,undefined -fno-sanitize-recover=all
       -fno-omit-frame-pointer)
   add_compile_options(${_varlen_san})
   add_link_options(${_varlen_san})
 endif()
 
-# varlen_cc_library(NAME name [PUBLIC_HEADERS_DIR dir] SRCS ... DEPS ... [PRIVATE_DEPS ...])
+# varlen_cc_library(NAME name SRCS ... [INCLUDES dir...] [DEPS ...] [PRIVATE_DEPS ...])
+# INCLUDES and DEPS are public usage requirements; C++20 is one too.
 function(varlen_cc_library)
   cmake_parse_arguments(ARG "" "NAME" "SRCS;DEPS;PRIVATE_DEPS;INCLUDES" ${ARGN})
   set(target varlen_${ARG_NAME})
@@ -33,6 +36,7 @@ function(varlen_cc_library)
   add_library(varlen::${ARG_NAME} ALIAS ${target})
   set_target_properties(${target} PROPERTIES EXPORT_NAME ${ARG_NAME})
   target_compile_options(${target} PRIVATE ${VARLEN_WARNING_FLAGS})
+  target_compile_features(${target} PUBLIC cxx_std_20)
   target_include_directories(${target} PUBLIC ${ARG_INCLUDES})
   target_link_libraries(${target} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})
 endfunction()

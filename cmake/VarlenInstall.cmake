@@ -6,6 +6,12 @@ include(CMakePackageConfigHelpers)
 
 set(_varlen_targets varlen_core varlen_contract varlen_backend varlen_reference varlen_cases
     varlen_backends)
+set(VARLEN_EXPORTS_CONFORMANCE ${VARLEN_BUILD_CONFORMANCE})
+if(VARLEN_BUILD_CONFORMANCE)
+  list(APPEND _varlen_targets varlen_conformance varlen_rapidcheck)
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/conformance/include/varlen
+          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+endif()
 install(TARGETS ${_varlen_targets} EXPORT varlenTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -1,6 +1,7 @@
 #include "varlen/conformance/corpus_suite.h"
 
 #include <cctype>
+#include <map>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
@@ -59,9 +60,16 @@ absl::Status RegisterCorpusTests(const std::string& corpus_dir,
   if (files.empty()) {
     return absl::NotFoundError(absl::StrCat(corpus_dir, ": no case files"));
   }
+  std::map<std::string, std::string> file_of_test_name;
   for (const std::string& file : files) {
     VARLEN_ASSIGN_OR_RETURN(Case loaded, LoadCaseFile(file));
     auto c = std::make_shared<const Case>(std::move(loaded));
+    const auto [seen, unique] = file_of_test_name.emplace(TestName(c->name), file);
+    if (!unique) {
+      return absl::AlreadyExistsError(absl::StrCat(file, ": case \"", c->name,
+                                                   "\" has the same test name as ", seen->second,
+                                                   ": names must be unique in a corpus"));
+    }
     for (const Backend* backend : backends) {
       testing::RegisterTest(
           "Corpus", absl::StrCat(TestName(c->name), "/", backend->name()).c_str(), nullptr, nullptr,

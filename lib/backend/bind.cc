@@ -138,16 +138,12 @@ int64_t GridRows(int64_t max_seqlen, int64_t block) {
   return (max_seqlen + block - 1) / block * block;
 }
 
-absl::Status ModelledError(PyErrorKind kind, absl::string_view message) {
-  return PythonError(kind, message);
-}
-
 // A Python int argument of a kernel entry point (bool is an int in Python).
 absl::StatusOr<int64_t> IntArgument(const Value& value, absl::string_view function,
                                     absl::string_view argument) {
   if (value.kind() == Value::Kind::kInt) return value.as_int();
   if (value.kind() == Value::Kind::kBool) return value.as_bool() ? 1 : 0;
-  return ModelledError(
+  return PythonError(
       PyErrorKind::kTypeError,
       absl::StrCat(function, "(): argument '", argument, "' must be int, not ", value.TypeName()));
 }
@@ -177,7 +173,7 @@ absl::StatusOr<KernelCall> BindFlashinferCudnn(const AttentionCall& call,
 absl::StatusOr<Tensor> CuSeqlensArgument(const Value& cu, absl::string_view function,
                                          absl::string_view argument) {
   if (!cu.is_tensor()) {
-    return ModelledError(PyErrorKind::kTypeError,
+    return PythonError(PyErrorKind::kTypeError,
                          absl::StrCat(function, "(): argument '", argument,
                                       "' must be Tensor, not ", cu.TypeName()));
   }
@@ -187,29 +183,28 @@ absl::StatusOr<Tensor> CuSeqlensArgument(const Value& cu, absl::string_view func
 absl::StatusOr<KernelCall> BindFa3(const AttentionCall& call, const Fa3Args& args) {
   constexpr absl::string_view kFunction = "flash_attn_varlen_func";
   if (call.q.dim() != 3) {
-    return ModelledError(PyErrorKind::kRuntimeError,
+    return PythonError(PyErrorKind::kRuntimeError,
                          "q must have shape (total_q, num_heads, head_dim)");
   }
   VARLEN_ASSIGN_OR_RETURN(Tensor cu, CuSeqlensArgument(args.cu_seqlens, kFunction, "cu_seqlens_q"));
   if (cu.dtype() != DType::kInt32) {
-    return ModelledError(PyErrorKind::kRuntimeError, "cu_seqlens_q must have dtype int32");
+    return PythonError(PyErrorKind::kRuntimeError, "cu_seqlens_q must have dtype int32");
   }
   if (cu.device() != call.q.device()) {
-    return ModelledError(PyErrorKind::kRuntimeError, "cu_seqlens_q must be on CUDA");
+    return PythonError(PyErrorKind::kRuntimeError, "cu_seqlens_q must be on CUDA");
   }
   VARLEN_ASSIGN_OR_RETURN(int64_t max_seqlen,
                           IntArgument(args.max_seqlen, kFunction, "max_seqlen_q"));
   KernelCallBuilder builder(call.q, call.k, call.v, args.scale, call.q.dtype());
   const int64_t batch = std::max<int64_t>(cu.numel() - 1, 0);
   for (int64_t b = 0; b < batch; ++b) {
-    // The kernel computes each length in int32, so wrapped offsets give
-    // wrapped (huge) lengths, not negative ones.
-    const int32_t length = static_cast<int32_t>(static_cast<uint32_t>(cu.IntAt(b + 1)) -
-                                                static_cast<uint32_t>(cu.IntAt(b)));
+    // The kernel computes each length in int32: a wrapped offset gives a
+    // wrapped length (huge, or negative and then no rows at all).
+    const int32_t length = WrapInt32(cu.IntAt(b + 1) - cu.IntAt(b));
     builder.AddTokenSequence(cu.IntAt(b), length);
   }
   // FlashAttention's C++ entry takes `int max_seqlen_q`: the value narrows.
-  const int32_t kernel_max = static_cast<int32_t>(static_cast<uint32_t>(max_seqlen));
+  const int32_t kernel_max = WrapInt32(max_seqlen);
   const int64_t rows = GridRows(kernel_max, kFa3BlockRows);
   builder.LimitRows(rows);
   return builder.Finish(absl::StrCat(kFunction, ": ", batch, " sequences, max_seqlen=", max_seqlen,
@@ -223,7 +218,7 @@ absl::StatusOr<KernelCall> BindTriton(const AttentionCall& call, const TritonArg
                           CuSeqlensArgument(args.seq_lens, kFunction, "b_seq_len"));
   for (const Tensor* t : {&cu, &seq_lens}) {
     if (t->device() != call.q.device()) {
-      return ModelledError(PyErrorKind::kValueError,
+      return PythonError(PyErrorKind::kValueError,
                            "Pointer argument cannot be accessed from Triton (cpu tensor?)");
     }
   }
@@ -232,7 +227,7 @@ absl::StatusOr<KernelCall> BindTriton(const AttentionCall& call, const TritonArg
   KernelCallBuilder builder(call.q, call.k, call.v, args.scale, call.q.dtype());
   if (args.output_from_workspace) {
     if (!args.output_ws.is_tensor()) {
-      return ModelledError(PyErrorKind::kValueError,
+      return PythonError(PyErrorKind::kValueError,
                            absl::StrCat(kFunction, " received output_ws=", args.output_ws.Repr(),
                                         ": there is no output buffer to write"));
     }
@@ -241,7 +236,7 @@ absl::StatusOr<KernelCall> BindTriton(const AttentionCall& call, const TritonArg
     if (ws.dim() != 3 || ws.size(0) != call.q.size(0) || ws.size(1) != call.q.size(1) ||
         ws.size(2) < call.v.size(2) || ws.dtype() != call.q.dtype() ||
         ws.device() != call.q.device()) {
-      return ModelledError(
+      return PythonError(
           PyErrorKind::kValueError,
           absl::StrCat(kFunction, " received output_ws of shape ", ShapeToString(ws.shape()),
                        " and dtype ", DTypeName(ws.dtype()), " for an output of shape ",
@@ -273,7 +268,7 @@ absl::StatusOr<KernelCall> BindSdpa(const AttentionCall& call, const SdpaArgs& a
   KernelCallBuilder builder(call.q, call.k, call.v, args.scale, call.q.dtype());
   const int64_t s = args.tokens_per_item;
   if (s * args.bsz != call.q.size(0)) {
-    return ModelledError(PyErrorKind::kRuntimeError,
+    return PythonError(PyErrorKind::kRuntimeError,
                          absl::StrCat("einops: cannot split ", call.q.size(0),
                                       " tokens into bsz=", args.bsz, " equal items"));
   }

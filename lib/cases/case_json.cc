@@ -17,7 +17,6 @@ namespace {
 
 // Objects keep their keys in file order (keyword arguments are ordered).
 using json = nlohmann::ordered_json;
-using ojson = nlohmann::ordered_json;
 
 // ---------------------------------------------------------------------------
 // Reading: every accessor knows the JSON path it reads, so errors name it.
@@ -452,7 +451,9 @@ absl::StatusOr<Expectation> ReadExpectation(const json& j, const std::string& pa
   }
   if (const json* syncs = r.Optional("host_syncs")) {
     VARLEN_ASSIGN_OR_RETURN(int64_t n, ReadInt(*syncs, r.Path("host_syncs")));
-    if (n < 0 || n > 1000) return PathError(r.Path("host_syncs"), "must be in [0, 1000]");
+    if (n < 0 || n > 1000) {
+      return PathError(r.Path("host_syncs"), absl::StrCat(n, " is outside [0, 1000]"));
+    }
     e.host_syncs = static_cast<int>(n);
   }
   if (const json* resolved = r.Optional("resolved")) {
@@ -609,8 +610,11 @@ absl::Status ValidateCall(const CallSpec& c, const Geometry& g) {
                        "batched [b, s, h, d] q is only accepted by flashinfer_cudnn");
     }
     if (!c.seq_len.has_value() || bsz * *c.seq_len != tokens) {
-      return PathError(p + ".layout", absl::StrCat("batched layout needs bsz * seq_len == ", tokens,
-                                                   " (the total of geometry.seq_lens)"));
+      return PathError(p + ".layout",
+                       absl::StrCat("bsz=", bsz, " x seq_len=",
+                                    c.seq_len.has_value() ? absl::StrCat(*c.seq_len) : "unset",
+                                    ": the batched layout needs bsz * seq_len == ", tokens,
+                                    " (the total of geometry.seq_lens)"));
     }
   }
   if (c.entry == Entry::kLayer) {
@@ -622,10 +626,11 @@ absl::Status ValidateCall(const CallSpec& c, const Geometry& g) {
     if (c.layout != QLayout::kPacked) {
       return PathError(p + ".layout", "the attention layer always hands backends packed [T, H, D]");
     }
-    if (c.seq_len.value_or(tokens / bsz) * bsz != tokens) {
-      return PathError(p + ".seq_len", absl::StrCat("the layer derives bsz and seq_len from x, so "
-                                                    "bsz * seq_len must equal ",
-                                                    tokens));
+    if (const int64_t seq_len = c.seq_len.value_or(tokens / bsz); seq_len * bsz != tokens) {
+      return PathError(p + ".seq_len",
+                       absl::StrCat("bsz=", bsz, " x seq_len=", seq_len,
+                                    ": the layer derives both from x, so their product must equal ",
+                                    tokens, " (the total of geometry.seq_lens)"));
     }
   }
   VARLEN_RETURN_IF_ERROR(ValidateArg(c.cu_seqlens, p + ".cu_seqlens"));
@@ -660,8 +665,8 @@ absl::Status ValidateCall(const CallSpec& c, const Geometry& g) {
 // ---------------------------------------------------------------------------
 // Writing.
 
-ojson TensorLiteralToJson(const TensorLiteral& t) {
-  ojson values = ojson::array();
+json TensorLiteralToJson(const TensorLiteral& t) {
+  json values = json::array();
   if (IsFloatingPoint(t.dtype)) {
     for (double v : t.floats) {
       if (std::isnan(v)) {
@@ -677,13 +682,13 @@ ojson TensorLiteralToJson(const TensorLiteral& t) {
   } else {
     for (int64_t v : t.ints) values.push_back(v);
   }
-  ojson j = {{"tensor", values}, {"dtype", DTypeName(t.dtype)}, {"device", DeviceName(t.device)}};
+  json j = {{"tensor", values}, {"dtype", DTypeName(t.dtype)}, {"device", DeviceName(t.device)}};
   if (t.shape.has_value()) j["shape"] = *t.shape;
   return j;
 }
 
-ojson MetadataToJson(const MetadataSpec& m) {
-  ojson j = {{"builder", MetadataBuilderName(m.builder)},
+json MetadataToJson(const MetadataSpec& m) {
+  json j = {{"builder", MetadataBuilderName(m.builder)},
              {"device", DeviceName(m.device)},
              {"cu_seqlens", ArgLiteralToJson(m.cu_seqlens)}};
   if (m.builder == MetadataSpec::Builder::kFlashinferCudnn) {
@@ -701,9 +706,9 @@ ojson MetadataToJson(const MetadataSpec& m) {
   return j;
 }
 
-bool IsScalar(const ojson& j) { return !j.is_object() && !j.is_array(); }
+bool IsScalar(const json& j) { return !j.is_object() && !j.is_array(); }
 
-void Format(const ojson& j, int indent, std::string* out) {
+void Format(const json& j, int indent, std::string* out) {
   const std::string pad(static_cast<size_t>(indent), ' ');
   const std::string inner(static_cast<size_t>(indent + 2), ' ');
   if (j.is_object() && !j.empty()) {
@@ -712,7 +717,7 @@ void Format(const ojson& j, int indent, std::string* out) {
     for (auto it = j.begin(); it != j.end(); ++it) {
       if (!first) out->append(",\n");
       first = false;
-      absl::StrAppend(out, inner, ojson(it.key()).dump(), ": ");
+      absl::StrAppend(out, inner, json(it.key()).dump(), ": ");
       Format(it.value(), indent + 2, out);
     }
     absl::StrAppend(out, "\n", pad, "}");
@@ -725,13 +730,13 @@ void Format(const ojson& j, int indent, std::string* out) {
     }
     absl::StrAppend(out, "\n", pad, "]");
   } else {
-    out->append(j.dump(-1, ' ', false, ojson::error_handler_t::replace));
+    out->append(j.dump(-1, ' ', false, json::error_handler_t::replace));
   }
 }
 
 }  // namespace
 
-ojson ArgLiteralToJson(const ArgLiteral& a) {
+json ArgLiteralToJson(const ArgLiteral& a) {
   switch (a.kind) {
     case ArgLiteral::Kind::kNone:
       return nullptr;
@@ -748,20 +753,20 @@ ojson ArgLiteralToJson(const ArgLiteral& a) {
     case ArgLiteral::Kind::kTensor:
       return TensorLiteralToJson(a.tensor);
     case ArgLiteral::Kind::kList: {
-      ojson list = ojson::array();
+      json list = json::array();
       for (const ArgLiteral& item : a.list) list.push_back(ArgLiteralToJson(item));
       return list;
     }
     case ArgLiteral::Kind::kSingletonCache:
       return {
-          {"singleton_cache", a.cache_has_data ? TensorLiteralToJson(a.tensor) : ojson(nullptr)}};
+          {"singleton_cache", a.cache_has_data ? TensorLiteralToJson(a.tensor) : json(nullptr)}};
     case ArgLiteral::Kind::kEmptyLikeQ:
       return {{"empty_like", "q"}};
   }
   return nullptr;
 }
 
-ojson TensorToJson(const Tensor& t) {
+json TensorToJson(const Tensor& t) {
   TensorLiteral literal;
   literal.dtype = t.dtype();
   literal.device = t.device();
@@ -778,24 +783,24 @@ ojson TensorToJson(const Tensor& t) {
   return TensorLiteralToJson(literal);
 }
 
-ojson CaseToJson(const Case& c) {
-  ojson geometry = {
+json CaseToJson(const Case& c) {
+  json geometry = {
       {"seq_lens", c.geometry.seq_lens},         {"num_heads", c.geometry.num_heads},
       {"num_kv_heads", c.geometry.num_kv_heads}, {"head_dim", c.geometry.head_dim},
       {"head_dim_v", c.geometry.head_dim_v},     {"dtype", DTypeName(c.geometry.dtype)}};
   if (c.geometry.softmax_scale.has_value()) geometry["softmax_scale"] = *c.geometry.softmax_scale;
 
-  ojson call = {{"profile", ProfileName(c.call.profile)},
+  json call = {{"profile", ProfileName(c.call.profile)},
                 {"entry", EntryName(c.call.entry)},
                 {"graph_mode", c.call.graph_mode},
                 {"layout", c.call.layout == QLayout::kPacked ? "packed" : "batched"},
                 {"cu_seqlens", ArgLiteralToJson(c.call.cu_seqlens)},
                 {"forward_metadata", c.call.forward_metadata.has_value()
                                          ? MetadataToJson(*c.call.forward_metadata)
-                                         : ojson(nullptr)}};
+                                         : json(nullptr)}};
   if (c.call.bsz.has_value()) call["bsz"] = *c.call.bsz;
   if (c.call.seq_len.has_value()) call["seq_len"] = *c.call.seq_len;
-  ojson kwargs = ojson::object();
+  json kwargs = json::object();
   for (const auto& [key, value] : c.call.kwargs) kwargs[key] = ArgLiteralToJson(value);
   call["kwargs"] = kwargs;
   if (c.call.profile == Profile::kSdpa || c.call.sdpa != SdpaOptions{}) {
@@ -803,7 +808,7 @@ ojson CaseToJson(const Case& c) {
                     {"softmax_in_single_precision", c.call.sdpa.softmax_in_single_precision}};
   }
 
-  ojson j = {
+  json j = {
       {"name", c.name},
       {"source", c.source},
       {"description", c.description},
@@ -813,7 +818,7 @@ ojson CaseToJson(const Case& c) {
       {"call", call}};
   if (c.expect.has_value()) {
     const Expectation& e = *c.expect;
-    ojson expect = {{"outcome", ExpectedOutcomeName(e.outcome)}};
+    json expect = {{"outcome", ExpectedOutcomeName(e.outcome)}};
     if (e.outcome == Expectation::Outcome::kError) {
       expect["error"] = PyErrorKindName(e.error_kind);
       expect["message"] = e.message;
@@ -825,7 +830,7 @@ ojson CaseToJson(const Case& c) {
   return j;
 }
 
-std::string FormatJson(const ojson& value) {
+std::string FormatJson(const json& value) {
   std::string out;
   Format(value, 0, &out);
   return out;

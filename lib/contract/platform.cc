@@ -85,7 +85,7 @@ absl::StatusOr<std::vector<int64_t>> AscendActualSeqLengths(const Tensor& cu_seq
   std::vector<int64_t> cu = cu_seqlens.ToHostInts("cu_seqlens.to(\"cpu\")");
   std::vector<int64_t> ends;
   for (size_t i = 1; i < cu.size(); ++i) {
-    ends.push_back(static_cast<int32_t>(static_cast<uint32_t>(cu[i])));  // .to(torch.int32)
+    ends.push_back(WrapInt32(cu[i]));  // .to(torch.int32)
   }
   const int64_t last = ends.empty() ? 0 : ends.back();
   if (last != total_tokens) {

@@ -9,7 +9,8 @@ namespace {
 
 // The keyword arguments the backend's **kwargs receive. VisionAttention
 // always passes sequence_lengths, max_seqlen and output_ws (None when the
-// caller did not), plus its own softmax_scale, window_size and s_aux.
+// caller did not), the softmax_scale it was built with (a case spells it as
+// the softmax_scale kwarg), window_size and s_aux.
 Kwargs BackendKwargs(const AttentionCall& call) {
   if (call.entry == Entry::kDirect) return call.kwargs;
   Kwargs kwargs;

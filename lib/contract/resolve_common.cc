@@ -57,9 +57,9 @@ absl::StatusOr<int64_t> CheckQkvShapes(const AttentionCall& call, bool allow_4d)
     }
     if (!t.is_contiguous()) {
       return PythonError(PyErrorKind::kValueError,
-                         absl::StrCat(kNames[i],
-                                      " is not contiguous: packed varlen layouts "
-                                      "address tokens with one fixed stride"));
+                         absl::StrCat(kNames[i], " has strides ", ShapeToString(t.strides()),
+                                      " for shape ", ShapeToString(t.shape()),
+                                      ": packed varlen layouts need contiguous tensors"));
     }
     if (t.dim() != call.q.dim() ||
         ShapeNumel({t.shape().begin(), t.shape().end() - 2}) !=

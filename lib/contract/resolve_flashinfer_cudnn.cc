@@ -19,7 +19,9 @@
 namespace varlen::internal {
 namespace {
 
-int32_t Wrap32(int64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(v)); }
+absl::Status ValueError(absl::string_view message) {
+  return PythonError(PyErrorKind::kValueError, message);
+}
 
 // Step 2: max_seqlen -> Python int.
 absl::StatusOr<int64_t> MaxSeqlenToInt(const Value& max_seqlen) {
@@ -67,12 +69,12 @@ absl::StatusOr<FlashinferCudnnArgs> PackArgs(const ResolveContext& ctx,
 // only, upper bound only; `if (...).any()` is a host sync.
 absl::Status FaithfulBoundsCheck(const Tensor& q3, const FlashinferCudnnArgs& args) {
   const int64_t width = q3.size(1) * q3.size(2);
-  const int32_t total = Wrap32(q3.numel());  // the Python int is cast to int32
+  const int32_t total = WrapInt32(q3.numel());  // the Python int is cast to int32
   const int64_t batch = args.actual_seq_lens.numel();
   bool any_out_of_bounds = false;
   for (int64_t i = 0; i < batch; ++i) {
-    const int32_t length_elems = Wrap32(args.actual_seq_lens.IntAt(i) * Wrap32(width));
-    const int32_t end = Wrap32(int64_t{args.batch_offsets_qk.IntAt(i)} + length_elems);
+    const int32_t length_elems = WrapInt32(args.actual_seq_lens.IntAt(i) * WrapInt32(width));
+    const int32_t end = WrapInt32(int64_t{args.batch_offsets_qk.IntAt(i)} + length_elems);
     any_out_of_bounds |= end > total;
   }
   if (q3.device() == Device::kCuda) {
@@ -134,10 +136,6 @@ absl::StatusOr<FlashinferCudnnArgs> ResolveFaithful(const ResolveContext& ctx) {
 
 // Hardened ------------------------------------------------------------------
 
-absl::Status HardenedValueError(std::string message) {
-  return PythonError(PyErrorKind::kValueError, message);
-}
-
 // Every third of `packed` must be the running sum of lengths x width,
 // starting at 0: exactly what the builder makes.
 absl::Status CheckPackedIndptrs(const Tensor& packed, absl::string_view name,
@@ -150,13 +148,13 @@ absl::Status CheckPackedIndptrs(const Tensor& packed, absl::string_view name,
   }
   const int64_t batch = static_cast<int64_t>(lengths.size());
   if (packed.numel() != 3 * (batch + 1)) {
-    return HardenedValueError(absl::StrCat(
+    return ValueError(absl::StrCat(
         name, " has ", packed.numel(), " entries but sequence_lengths has ", batch,
         ": packed indptrs must hold 3*(B+1) = ", 3 * (batch + 1), " entries ([qk | v | o])"));
   }
   const int64_t covered = std::accumulate(lengths.begin(), lengths.end(), int64_t{0});
   if (covered != tokens) {
-    return HardenedValueError(
+    return ValueError(
         absl::StrCat("sum(sequence_lengths)=", covered, " != ", tokens,
                      " = q.shape[0]: the sequences must cover every packed token"));
   }
@@ -167,7 +165,7 @@ absl::Status CheckPackedIndptrs(const Tensor& packed, absl::string_view name,
     for (int64_t i = 0; i <= batch; ++i) {
       const int64_t at = third * (batch + 1) + i;
       if (values[at] != expected) {
-        return HardenedValueError(absl::StrCat(
+        return ValueError(absl::StrCat(
             name, "[", at, "]=", values[at], " != ", expected, " (", kThirds[third],
             " offset of sequence ", i,
             "): each offset must be the running sum of sequence_lengths x heads*head_dim (", width,
@@ -212,12 +210,12 @@ absl::StatusOr<FlashinferCudnnArgs> ResolveHardened(const ResolveContext& ctx) {
   const Tensor k3 = FlattenBatch(call.k);
   const Tensor v3 = FlattenBatch(call.v);
   if (k3.size(1) != q3.size(1) || v3.size(1) != q3.size(1)) {
-    return HardenedValueError(absl::StrCat(
+    return ValueError(absl::StrCat(
         "k has ", k3.size(1), " heads and v has ", v3.size(1), " but q has ", q3.size(1),
         ": flashinfer_cudnn offsets q, k and v with one per-token width, so heads must match"));
   }
   if (v3.size(2) != q3.size(2)) {
-    return HardenedValueError(
+    return ValueError(
         absl::StrCat("v has head_dim ", v3.size(2), " but q has ", q3.size(2),
                      ": flashinfer_cudnn offsets v with the q/k width, so head dims must match"));
   }
@@ -234,12 +232,12 @@ absl::StatusOr<FlashinferCudnnArgs> ResolveHardened(const ResolveContext& ctx) {
     if (metadata->stamp.has_value() && metadata->stamp->elem_per_token > 0) {
       const MetadataStamp& stamp = *metadata->stamp;
       if (stamp.total_tokens != tokens) {
-        return HardenedValueError(absl::StrCat("forward_metadata was built for ",
+        return ValueError(absl::StrCat("forward_metadata was built for ",
                                                stamp.total_tokens, " tokens but q has ", tokens,
                                                ": metadata must be rebuilt for every batch"));
       }
       if (stamp.elem_per_token != width) {
-        return HardenedValueError(absl::StrCat(
+        return ValueError(absl::StrCat(
             "forward_metadata was built with elem_per_token=", stamp.elem_per_token,
             " but q has heads*head_dim=", width, ": the packed offsets use the wrong width"));
       }

@@ -164,7 +164,7 @@ void Tensor::SetIntAt(int64_t i, int64_t value) const {
   switch (dtype_) {
     case DType::kInt32:
       // Two's-complement wrap, as torch's int32 arithmetic does.
-      mutable_data<int32_t>()[i] = static_cast<int32_t>(static_cast<uint32_t>(value));
+      mutable_data<int32_t>()[i] = WrapInt32(value);
       return;
     case DType::kInt64:
       mutable_data<int64_t>()[i] = value;

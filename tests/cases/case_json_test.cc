@@ -370,7 +370,7 @@ TEST(ParseCaseTest, ErrorAndMessageOnlyWithErrorOutcome) {
             "silent_corruption");
 
   j["expect"] = {{"outcome", "success"}, {"host_syncs", -1}};
-  EXPECT_EQ(ErrorFor(j), "x.json: $.expect.host_syncs: must be in [0, 1000]");
+  EXPECT_EQ(ErrorFor(j), "x.json: $.expect.host_syncs: -1 is outside [0, 1000]");
 }
 
 TEST(ParseCaseTest, SilentCorruptionNeedsAForwardRun) {
@@ -412,8 +412,8 @@ TEST(ParseCaseTest, BatchedLayoutOnlyForFlashinferCudnn) {
   EXPECT_EQ(ErrorFor(j), "OK");
   j["call"]["seq_len"] = 3;
   EXPECT_EQ(ErrorFor(j),
-            "x.json: $.call.layout: batched layout needs bsz * seq_len == 8 (the total of "
-            "geometry.seq_lens)");
+            "x.json: $.call.layout: bsz=2 x seq_len=3: the batched layout needs bsz * seq_len "
+            "== 8 (the total of geometry.seq_lens)");
 }
 
 // ---------------------------------------------------------------------------

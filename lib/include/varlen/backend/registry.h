@@ -7,6 +7,10 @@
 //
 // Thread model: register before running cases from several threads;
 // lookups are then safe from any thread.
+//
+// Declared with the backend interface, implemented by varlen::backends
+// (kernels/registry.cc), which also compiles in every enabled backend: link
+// varlen::backends to use these functions.
 
 #ifndef VARLEN_BACKEND_REGISTRY_H_
 #define VARLEN_BACKEND_REGISTRY_H_

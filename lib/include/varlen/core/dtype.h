@@ -58,6 +58,10 @@ double RoundToDType(double x, DType dtype);
 // Unit roundoff (half the machine epsilon) of a floating dtype.
 double UnitRoundoff(DType dtype);
 
+// `v` narrowed to 32 bits, two's complement: what an int32 tensor, a C++
+// `int` parameter and int32 kernel arithmetic keep of it.
+inline int32_t WrapInt32(int64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(v)); }
+
 }  // namespace varlen
 
 #endif  // VARLEN_CORE_DTYPE_H_
