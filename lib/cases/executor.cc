@@ -245,104 +245,81 @@ const Reference& CaseRunner::GetReference() {
 Outcome CaseRunner::Run(const Backend& backend) {
   Outcome outcome;
   outcome.backend = std::string(backend.name());
-  AttentionCall call = MaterializeCall(case_, qkv_);
+  Execute(backend, &outcome);
+  CheckExpectation(case_, &outcome);
+  return outcome;
+}
 
+void CaseRunner::Execute(const Backend& backend, Outcome* outcome) {
+  auto raised = [outcome](absl::Status error, const char* stage) {
+    outcome->error = std::move(error);
+    outcome->error_stage = stage;
+    outcome->observed = Observed::kError;
+  };
+  auto unsupported = [outcome](absl::Status why) {
+    outcome->unsupported = std::move(why);
+    outcome->observed = Observed::kUnsupported;
+  };
+
+  AttentionCall call = MaterializeCall(case_, qkv_);
   if (case_.call.forward_metadata.has_value()) {
     ScopedDeviceLedger ledger;
     absl::StatusOr<VisionAttentionMetadata> metadata =
         BuildMetadata(*case_.call.forward_metadata, case_.mode, qkv_.q);
-    outcome.builder_events = ledger.events();
-    if (!metadata.ok()) {
-      outcome.error = metadata.status();
-      outcome.error_stage = "metadata builder";
-      outcome.observed = Observed::kError;
-      CheckExpectation(case_, &outcome);
-      return outcome;
-    }
+    outcome->builder_events = ledger.events();
+    if (!metadata.ok()) return raised(metadata.status(), "metadata builder");
     call.forward_metadata = *std::move(metadata);
   }
 
-  outcome.resolution = Resolve(call, case_.call.profile, case_.mode);
-  if (!outcome.resolution->status.ok()) {
-    outcome.error = outcome.resolution->status;
-    outcome.error_stage = "resolution";
-    outcome.observed = Observed::kError;
-    CheckExpectation(case_, &outcome);
-    return outcome;
-  }
+  outcome->resolution = Resolve(call, case_.call.profile, case_.mode);
+  if (!outcome->resolution->status.ok()) return raised(outcome->resolution->status, "resolution");
   if (!forward_) {
-    outcome.resolution_only_reason =
+    outcome->resolution_only_reason =
         options_.allow_forward
             ? absl::StrCat("resolution only: the geometry exceeds the CPU budget (",
                            AttentionMacs(case_.geometry), " multiply-adds, ",
                            TensorElements(case_.geometry), " elements)")
             : "resolution only: forward runs disabled";
-    outcome.observed = Observed::kSuccess;
-    CheckExpectation(case_, &outcome);
-    return outcome;
+    outcome->observed = Observed::kSuccess;
+    return;
   }
 
-  absl::StatusOr<KernelCall> kernel = BindForKernel(call, *outcome.resolution->args);
+  absl::StatusOr<KernelCall> kernel = BindForKernel(call, *outcome->resolution->args);
   if (!kernel.ok()) {
-    if (PythonErrorKindOf(kernel.status()).has_value()) {
-      outcome.error = kernel.status();
-      outcome.error_stage = "kernel entry";
-      outcome.observed = Observed::kError;
-    } else if (absl::IsUnimplemented(kernel.status())) {
-      outcome.unsupported = kernel.status();
-      outcome.observed = Observed::kUnsupported;
-    } else {
-      outcome.kernel_fault = kernel.status();
-      outcome.observed = Observed::kCorruption;
-    }
-    CheckExpectation(case_, &outcome);
-    return outcome;
+    if (PythonErrorKindOf(kernel.status()).has_value())
+      return raised(kernel.status(), "kernel entry");
+    if (absl::IsUnimplemented(kernel.status())) return unsupported(kernel.status());
+    outcome->kernel_fault = kernel.status();
+    outcome->observed = Observed::kCorruption;
+    return;
   }
-  outcome.kernel = kernel->description();
+  outcome->kernel = kernel->description();
   const VarlenAttentionParams params = kernel->params();
-  absl::Status available = backend.Available();
-  absl::Status supported = available.ok() ? backend.Supports(params) : available;
-  if (!supported.ok()) {
-    outcome.unsupported = supported;
-    outcome.observed = Observed::kUnsupported;
-    CheckExpectation(case_, &outcome);
-    return outcome;
+  const absl::Status available = backend.Available();
+  if (!available.ok()) return unsupported(available);
+  if (absl::Status supported = backend.Supports(params); !supported.ok()) {
+    return unsupported(supported);
   }
-  outcome.kernel_fault = CheckKernelBounds(params);
-  if (!outcome.kernel_fault.ok()) {
-    outcome.observed = Observed::kCorruption;
-    CheckExpectation(case_, &outcome);
-    return outcome;
+  outcome->kernel_fault = CheckKernelBounds(params);
+  if (!outcome->kernel_fault.ok()) {
+    outcome->observed = Observed::kCorruption;
+    return;
   }
   // Wrong arguments can ask a kernel for far more work than the ground truth
   // needs (a missing mask over a long batch): that is not run on a CPU.
   if (const double macs = KernelMacs(params); macs > static_cast<double>(options_.budget.macs)) {
-    outcome.unsupported = absl::ResourceExhaustedError(absl::StrFormat(
-        "the kernel would compute %.3g multiply-adds, over the CPU budget of %d", macs,
-        options_.budget.macs));
-    outcome.observed = Observed::kUnsupported;
-    CheckExpectation(case_, &outcome);
-    return outcome;
+    return unsupported(absl::ResourceExhaustedError(
+        absl::StrFormat("the kernel would compute %.3g multiply-adds, over the CPU budget of %d",
+                        macs, options_.budget.macs)));
   }
+
   PoisonOutput(kernel->output());
-  absl::Status ran = backend.Run(params);
-  if (absl::IsUnimplemented(ran)) {
-    outcome.unsupported = ran;
-    outcome.observed = Observed::kUnsupported;
-  } else if (!ran.ok()) {  // a failing backend is reported, never judged as numbers
-    outcome.error = ran;
-    outcome.error_stage = "backend";
-    outcome.observed = Observed::kError;
-  }
-  if (!ran.ok()) {
-    CheckExpectation(case_, &outcome);
-    return outcome;
-  }
-  outcome.numerics =
+  const absl::Status ran = backend.Run(params);
+  if (absl::IsUnimplemented(ran)) return unsupported(ran);
+  if (!ran.ok()) return raised(ran, "backend");  // reported, never judged as numbers
+  outcome->numerics =
       JudgeOutput(case_.geometry, GetReference(), kernel->PackedOutput(), options_.tolerance);
-  outcome.observed = outcome.numerics->passed ? Observed::kSuccess : Observed::kCorruption;
-  CheckExpectation(case_, &outcome);
-  return outcome;
+  outcome->observed = outcome->numerics->passed ? Observed::kSuccess : Observed::kCorruption;
 }
 
 Outcome RunCase(const Case& c, const Backend& backend, RunOptions options) {

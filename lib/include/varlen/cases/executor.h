@@ -83,6 +83,8 @@ class CaseRunner {
   Outcome Run(const Backend& backend);
 
  private:
+  // Steps 1-4: fills `outcome` up to, not including, the verdict.
+  void Execute(const Backend& backend, Outcome* outcome);
   const Reference& GetReference();
 
   Case case_;
