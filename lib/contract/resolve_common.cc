@@ -227,6 +227,11 @@ absl::StatusOr<Tensor> HardenedResolveSeqlens(const ResolveContext& ctx) {
   return ResolveSeqlens(cu, call.bsz, call.seq_len, call.q.device());
 }
 
+absl::Status CheckSglangGraphList(const Value& cu_seqlens) {
+  if (cu_seqlens.kind() == Value::Kind::kList) return absl::OkStatus();
+  return PythonError(PyErrorKind::kRuntimeError, "cuda-graph mode cu_seqlens should be a list");
+}
+
 absl::Status CheckGraphModeList(const Value& cu_seqlens, absl::string_view layout) {
   if (cu_seqlens.kind() == Value::Kind::kList) return absl::OkStatus();
   return PythonError(PyErrorKind::kTypeError,

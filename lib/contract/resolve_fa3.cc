@@ -11,10 +11,6 @@
 namespace varlen::internal {
 namespace {
 
-absl::Status GraphListError() {
-  return PythonError(PyErrorKind::kRuntimeError, "cuda-graph mode cu_seqlens should be a list");
-}
-
 absl::StatusOr<Fa3Args> ResolveFaithful(const ResolveContext& ctx) {
   const AttentionCall& call = ctx.call;
   Fa3Args args;
@@ -23,7 +19,7 @@ absl::StatusOr<Fa3Args> ResolveFaithful(const ResolveContext& ctx) {
     args.cu_seqlens = call.forward_metadata->cu_seqlens;
     args.max_seqlen = call.forward_metadata->max_seqlen;
   } else if (call.graph_mode) {
-    if (call.cu_seqlens.kind() != Value::Kind::kList) return GraphListError();
+    VARLEN_RETURN_IF_ERROR(CheckSglangGraphList(call.cu_seqlens));
     ctx.Note("source: cuda-graph list [cu_seqlens, max_seqlen], passed on untouched");
     VARLEN_ASSIGN_OR_RETURN(args.cu_seqlens, ListItem(call.cu_seqlens, 0));
     VARLEN_ASSIGN_OR_RETURN(args.max_seqlen, ListItem(call.cu_seqlens, 1));

@@ -94,6 +94,10 @@ Longest LongestOfOffsets(const std::vector<int64_t>& offsets, absl::string_view 
 // SGLang's arange(0, 0, step=0) raises.
 absl::StatusOr<Tensor> HardenedResolveSeqlens(const ResolveContext& ctx);
 
+// Faithful: SGLang's graph-mode list check (fa3 and triton_attn raise the
+// same RuntimeError).
+absl::Status CheckSglangGraphList(const Value& cu_seqlens);
+
 // Hardened: the graph-mode list check, naming the value and the layout.
 absl::Status CheckGraphModeList(const Value& cu_seqlens, absl::string_view layout);
 

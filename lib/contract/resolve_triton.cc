@@ -16,10 +16,7 @@ absl::Status CheckGraphModeArguments(const ResolveContext& ctx) {
     return PythonError(PyErrorKind::kRuntimeError,
                        "output_ws should be prepared for cuda-graph mode");
   }
-  if (ctx.call.cu_seqlens.kind() != Value::Kind::kList) {
-    return PythonError(PyErrorKind::kRuntimeError, "cuda-graph mode cu_seqlens should be a list");
-  }
-  return absl::OkStatus();
+  return CheckSglangGraphList(ctx.call.cu_seqlens);
 }
 
 absl::StatusOr<TritonArgs> ResolveFaithful(const ResolveContext& ctx) {
