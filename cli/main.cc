@@ -1,17 +1,20 @@
 // The varlen command.
 //
-//   varlen repro FILE|DIR... [--backend=NAME|all] [--json] [--brief]
+//   varlen repro FILE|DIR... [--backend=NAME|all] [--sglang=VERSION|all] [--json] [--brief]
 //       Runs each case on each chosen backend and prints, per run, what was
 //       passed, what resolution did, the outcome and the verdict, then one
-//       summary line. Exit status: 0 when every case met its expectation, 1
-//       when any did not, 2 for an unreadable or invalid case file or a usage
-//       error.
+//       summary line. --sglang=VERSION runs every case under that SGLang
+//       version instead of its own; --sglang=all also runs it under every
+//       modelled version and prints where the outcome differs between them.
+//       Exit status: 0 when every case met its expectation, 1 when any did
+//       not, 2 for an unreadable or invalid case file or a usage error.
 //   varlen backends
 //       Lists the backends with their capabilities and availability.
 
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,10 +29,14 @@
 #include "varlen/cases/case_json.h"
 #include "varlen/cases/executor.h"
 #include "varlen/cases/report.h"
+#include "varlen/contract/sglang_version.h"
 
 ABSL_FLAG(std::string, backend, "all", "backend to run the cases on, or \"all\" available ones");
 ABSL_FLAG(bool, json, false, "print one JSON document instead of text");
 ABSL_FLAG(bool, brief, false, "one line per run; full reports only for failures");
+ABSL_FLAG(std::string, sglang, "",
+          "the SGLang version faithful mode reproduces: a modelled version, \"all\" to compare "
+          "every modelled version, or empty for each case's own (default: the latest)");
 
 namespace varlen {
 namespace {
@@ -40,7 +47,7 @@ constexpr int kExitInvalid = 2;
 
 constexpr absl::string_view kUsage =
     "usage:\n"
-    "  varlen repro FILE|DIR... [--backend=NAME|all] [--json] [--brief]\n"
+    "  varlen repro FILE|DIR... [--backend=NAME|all] [--sglang=VERSION|all] [--json] [--brief]\n"
     "  varlen backends\n"
     "\n"
     "repro exits 0 when every case meets its expectation, 1 when one does not,\n"
@@ -54,8 +61,9 @@ int UsageError(absl::string_view message) {
 // absl exits with status 1 on an unknown flag; check first so usage errors
 // keep their own status.
 bool CheckFlagNames(int argc, char** argv, std::string* unknown) {
-  constexpr absl::string_view kKnown[] = {"backend", "json",     "brief",     "nojson", "nobrief",
-                                          "help",    "helpfull", "helpshort", "version"};
+  constexpr absl::string_view kKnown[] = {"backend", "json",     "brief",     "nojson",
+                                          "nobrief", "sglang",   "help",      "helpfull",
+                                          "helpshort", "version"};
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
     if (arg == "--") break;
@@ -122,11 +130,22 @@ int Repro(const std::vector<std::string>& paths) {
     cases.push_back(*std::move(c));
   }
 
+  // --sglang: a version for every case, or "all" for the triage view.
+  const std::string sglang = absl::GetFlag(FLAGS_sglang);
+  const bool compare_versions = sglang == "all";
+  if (!sglang.empty() && !compare_versions) {
+    absl::StatusOr<SglangVersion> version = ParseSglangVersion(sglang);
+    if (!version.ok()) return UsageError(absl::StrCat("--sglang: ", version.status().message()));
+    for (Case& c : cases) c.sglang = *version;
+  }
+
   const bool json = absl::GetFlag(FLAGS_json), brief = absl::GetFlag(FLAGS_brief);
   nlohmann::ordered_json results = nlohmann::ordered_json::array();
-  int passed = 0, failed = 0, unsupported = 0, resolution_only = 0;
+  nlohmann::ordered_json differences = nlohmann::ordered_json::array();
+  int passed = 0, failed = 0, unsupported = 0, resolution_only = 0, differing_cases = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
     CaseRunner runner(cases[i]);
+    bool differs = false;
     for (const Backend* backend : backends) {
       const Outcome outcome = runner.Run(*backend);
       passed += outcome.verdict == Verdict::kPass;
@@ -141,13 +160,53 @@ int Repro(const std::vector<std::string>& paths) {
       } else {
         std::cout << FormatOutcomeText(cases[i], (*files)[i], outcome) << "\n";
       }
+      if (compare_versions) {
+        // The same case under every modelled version, oldest first.
+        std::optional<Outcome> before;
+        SglangVersion before_version = ModelledSglangVersions().front();
+        for (SglangVersion version : ModelledSglangVersions()) {
+          Case under = cases[i];
+          under.sglang = version;
+          Outcome after = RunCase(under, *backend);
+          if (before.has_value()) {
+            const VersionDifference d = CompareVersions(*before, after, version);
+            if (!d.summary.empty()) {
+              differs = true;
+              const std::string from(SglangVersionName(before_version));
+              const std::string to(SglangVersionName(version));
+              if (json) {
+                differences.push_back({{"case", cases[i].name},
+                                       {"backend", backend->name()},
+                                       {"from", from},
+                                       {"to", to},
+                                       {"summary", d.summary},
+                                       {"fields", d.fields}});
+              } else {
+                std::cout << "VERSIONS  " << cases[i].name << "  [" << backend->name() << "]  "
+                          << from << " -> " << to << ": " << d.summary << "\n";
+                for (const std::string& field : d.fields) std::cout << "    " << field << "\n";
+              }
+            }
+          }
+          before = std::move(after);
+          before_version = version;
+        }
+      }
       std::cout.flush();
     }
+    differing_cases += differs;
   }
   const std::string summary =
       absl::StrCat(cases.size(), cases.size() == 1 ? " case x " : " cases x ", backends.size(),
                    backends.size() == 1 ? " backend: " : " backends: ", passed, " passed, ", failed,
                    " failed, ", unsupported, " unsupported (", resolution_only, " resolution only)");
+  std::vector<std::string> version_names;
+  for (SglangVersion version : ModelledSglangVersions()) {
+    version_names.emplace_back(SglangVersionName(version));
+  }
+  const std::string versions_summary = absl::StrCat(
+      differing_cases, " of ", cases.size(), cases.size() == 1 ? " case differs" : " cases differ",
+      " between the modelled SGLang versions (", absl::StrJoin(version_names, ", "), ")");
   if (json) {
     nlohmann::ordered_json doc = {{"results", results},
                                   {"summary",
@@ -158,9 +217,14 @@ int Repro(const std::vector<std::string>& paths) {
                                     {"unsupported", unsupported},
                                     {"resolution_only", resolution_only},
                                     {"text", summary}}}};
+    if (compare_versions) {
+      doc["version_differences"] = differences;
+      doc["summary"]["versions"] = versions_summary;
+    }
     std::cout << doc.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
   } else {
     std::cout << "summary: " << summary << "\n";
+    if (compare_versions) std::cout << "versions: " << versions_summary << "\n";
   }
   return failed == 0 ? kExitOk : kExitFailed;
 }

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <tuple>
 
-#include "absl/numeric/int128.h"
 #include "absl/strings/str_cat.h"
 #include "varlen/core/status.h"
 
@@ -30,6 +30,30 @@ Tensor KernelCall::PackedOutput() const {
     }
   }
   return packed;
+}
+
+void KernelCall::ApplyEpilogue() const {
+  const VarlenAttentionParams& p = base_;
+  for (const HostRows& u : host_rows_) {
+    // softmax in float32 gives 1/keys, rounded to q's dtype before P @ V.
+    const double weight = RoundToDType(1.0 / static_cast<double>(u.keys), p.input_dtype);
+    for (int h = 0; h < p.num_heads_q; ++h) {
+      const int64_t kv_head = KvHeadFor(p, h);
+      for (int d = 0; d < p.head_dim_v; ++d) {
+        double value = std::numeric_limits<double>::quiet_NaN();
+        if (!u.nan) {
+          value = 0.0;
+          for (int64_t j = 0; j < u.keys; ++j) {
+            value += weight * v_.DoubleAt((u.v_start + j) * p.v_token_stride +
+                                          kv_head * p.v_head_stride + d);
+          }
+        }
+        for (int64_t r = 0; r < u.rows; ++r) {
+          output_.SetDoubleAt((u.o_start + r) * p.o_token_stride + h * p.o_head_stride + d, value);
+        }
+      }
+    }
+  }
 }
 
 VarlenAttentionParams KernelCall::params() const {
@@ -62,10 +86,12 @@ class KernelCallBuilder {
     VarlenAttentionParams& p = call_.base_;
     p.input_dtype = q3.dtype();
     p.output_dtype = output_dtype;
-    p.q_numel = q3.numel();
-    p.k_numel = k3.numel();
-    p.v_numel = v3.numel();
-    p.o_numel = call_.output_.numel();
+    // A view of a wider buffer (a fused projection output) lets a kernel
+    // reach past its last logical element: the bounds are the buffer's.
+    p.q_numel = q3.extent();
+    p.k_numel = k3.extent();
+    p.v_numel = v3.extent();
+    p.o_numel = call_.output_.extent();
     SetStrides(q3, &p.q_token_stride, &p.q_head_stride);
     SetStrides(k3, &p.k_token_stride, &p.k_head_stride);
     SetStrides(v3, &p.v_token_stride, &p.v_head_stride);
@@ -82,18 +108,52 @@ class KernelCallBuilder {
   // A sequence whose first token is token `start` of every tensor. Offsets
   // that do not fit in int64 saturate; the bounds check then refuses them.
   void AddTokenSequence(int64_t start, int64_t length) {
+    AddTokenSequence(start, length, start, length);
+  }
+  // Query rows [q_start, q_start + rows) attending to keys [k_start,
+  // k_start + keys) (rows without keys are written as 0).
+  void AddTokenSequence(int64_t q_start, int64_t rows, int64_t k_start, int64_t keys) {
     const VarlenAttentionParams& p = call_.base_;
-    AddElementSequence(Offset(start, p.q_token_stride), Offset(start, p.k_token_stride),
-                       Offset(start, p.v_token_stride), Offset(start, p.o_token_stride), length);
+    AddElementSequence(Offset(q_start, p.q_token_stride), Offset(k_start, p.k_token_stride),
+                       Offset(k_start, p.v_token_stride), Offset(q_start, p.o_token_stride), rows,
+                       keys);
   }
 
   void AddElementSequence(int64_t q, int64_t k, int64_t v, int64_t o, int64_t length) {
+    AddElementSequence(q, k, v, o, length, length);
+  }
+  void AddElementSequence(int64_t q, int64_t k, int64_t v, int64_t o, int64_t rows,
+                          int64_t keys) {
     call_.q_start_.push_back(q);
     call_.k_start_.push_back(k);
     call_.v_start_.push_back(v);
     call_.o_start_.push_back(o);
-    call_.seqlen_q_.push_back(length);
-    call_.seqlen_k_.push_back(length);
+    call_.seqlen_q_.push_back(rows);
+    call_.seqlen_k_.push_back(keys);
+  }
+
+  // Output rows [o_start, o_start + rows) that the library, not the kernel,
+  // fills with the mean of values [v_start, v_start + keys) (equal weights).
+  void AddUniformRows(int64_t o_start, int64_t rows, int64_t v_start, int64_t keys) {
+    call_.host_rows_.push_back({o_start, rows, v_start, keys, /*nan=*/false});
+  }
+  // Output rows the library fills with NaN.
+  void AddNanRows(int64_t o_start, int64_t rows) {
+    call_.host_rows_.push_back({o_start, rows, 0, 0, /*nan=*/true});
+  }
+
+  // The kernel addresses q, k and v as dense [T, H, D] whatever their real
+  // strides (cuDNN's graph is built with the packed strides H*D, D, 1).
+  // REQUIRES: no sequence added yet.
+  void AssumeDenseInputs() {
+    VarlenAttentionParams& p = call_.base_;
+    for (auto [token, head, heads, dim] :
+         {std::tuple{&p.q_token_stride, &p.q_head_stride, p.num_heads_q, p.head_dim_qk},
+          std::tuple{&p.k_token_stride, &p.k_head_stride, p.num_heads_kv, p.head_dim_qk},
+          std::tuple{&p.v_token_stride, &p.v_head_stride, p.num_heads_kv, p.head_dim_v}}) {
+      *token = int64_t{heads} * dim;
+      *head = dim;
+    }
   }
 
   void LimitRows(int64_t max_rows_q) { call_.base_.max_rows_q = max_rows_q; }
@@ -103,7 +163,7 @@ class KernelCallBuilder {
   void SetOutput(Tensor output) {
     call_.output_ = std::move(output);
     call_.result_shape_ = call_.output_.shape();
-    call_.base_.o_numel = call_.output_.numel();
+    call_.base_.o_numel = call_.output_.extent();
     SetStrides(call_.output_, &call_.base_.o_token_stride, &call_.base_.o_head_stride);
   }
   void SetResultShape(Shape shape) { call_.result_shape_ = std::move(shape); }
@@ -148,10 +208,12 @@ absl::StatusOr<int64_t> IntArgument(const Value& value, absl::string_view functi
       absl::StrCat(function, "(): argument '", argument, "' must be int, not ", value.TypeName()));
 }
 
-absl::StatusOr<KernelCall> BindFlashinferCudnn(const AttentionCall& call,
+absl::StatusOr<KernelCall> BindFlashinferCudnn(const ResolvedArgs& resolved,
                                                const FlashinferCudnnArgs& args) {
-  const Tensor q3 = FlattenBatch(call.q), k3 = FlattenBatch(call.k), v3 = FlattenBatch(call.v);
+  const Tensor q3 = FlattenBatch(resolved.q), k3 = FlattenBatch(resolved.k),
+               v3 = FlattenBatch(resolved.v);
   KernelCallBuilder builder(q3, k3, v3, args.scale, q3.dtype());
+  builder.AssumeDenseInputs();
   const int64_t batch = args.actual_seq_lens.numel();
   for (int64_t b = 0; b < batch; ++b) {
     // Device-side reads by the kernel: no host sync. k shares q's offsets.
@@ -180,7 +242,7 @@ absl::StatusOr<Tensor> CuSeqlensArgument(const Value& cu, absl::string_view func
   return cu.as_tensor();
 }
 
-absl::StatusOr<KernelCall> BindFa3(const AttentionCall& call, const Fa3Args& args) {
+absl::StatusOr<KernelCall> BindFa3(const ResolvedArgs& call, const Fa3Args& args) {
   constexpr absl::string_view kFunction = "flash_attn_varlen_func";
   if (call.q.dim() != 3) {
     return PythonError(PyErrorKind::kRuntimeError,
@@ -211,7 +273,7 @@ absl::StatusOr<KernelCall> BindFa3(const AttentionCall& call, const Fa3Args& arg
                                      " -> rows covered per sequence ", rows));
 }
 
-absl::StatusOr<KernelCall> BindTriton(const AttentionCall& call, const TritonArgs& args) {
+absl::StatusOr<KernelCall> BindTriton(const ResolvedArgs& call, const TritonArgs& args) {
   constexpr absl::string_view kFunction = "context_attention_fwd";
   VARLEN_ASSIGN_OR_RETURN(Tensor cu, CuSeqlensArgument(args.cu_seqlens, kFunction, "b_start_loc"));
   VARLEN_ASSIGN_OR_RETURN(Tensor seq_lens,
@@ -258,63 +320,84 @@ absl::StatusOr<KernelCall> BindTriton(const AttentionCall& call, const TritonArg
                    " -> rows covered per sequence ", GridRows(max_seqlen, kTritonBlockRows)));
 }
 
-// Python's slice bounds [a:b] on a dimension of length n.
-std::pair<int64_t, int64_t> SliceBounds(int64_t a, int64_t b, int64_t n) {
-  auto clamp = [n](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + n : i, 0, n); };
-  return {clamp(a), clamp(b)};
-}
+// The keys [begin, end) one mask row attends to, within its batch item.
+using KeyRange = std::pair<int64_t, int64_t>;
 
-absl::StatusOr<KernelCall> BindSdpa(const AttentionCall& call, const SdpaArgs& args) {
-  KernelCallBuilder builder(call.q, call.k, call.v, args.scale, call.q.dtype());
+// Row r of the mask of batch item `item`: a block-diagonal row attends to
+// the union of the blocks holding it (an interval, since each holds r), a
+// padding row to the item's first `kept` keys if r < kept.
+std::vector<KeyRange> MaskRows(const SdpaArgs& args, int64_t item) {
   const int64_t s = args.tokens_per_item;
-  if (s * args.bsz != call.q.size(0)) {
-    return PythonError(PyErrorKind::kRuntimeError,
-                         absl::StrCat("einops: cannot split ", call.q.size(0),
-                                      " tokens into bsz=", args.bsz, " equal items"));
-  }
+  std::vector<KeyRange> rows(static_cast<size_t>(s), KeyRange{0, 0});
+  if (s == 0) return rows;  // torch checks no mask shape for empty items
   switch (args.mask) {
     case SdpaArgs::Mask::kNone:
-      for (int64_t i = 0; i < args.bsz; ++i) builder.AddTokenSequence(i * s, s);
+      std::fill(rows.begin(), rows.end(), KeyRange{0, s});
       break;
     case SdpaArgs::Mask::kPadding: {
-      const int64_t items =
-          std::min<int64_t>(args.bsz, static_cast<int64_t>(args.cu_seqlens.size()) - 1);
-      for (int64_t i = 0; i < items; ++i) {
-        const absl::int128 difference =
-            static_cast<absl::int128>(args.cu_seqlens[i + 1]) - args.cu_seqlens[i];
-        const int64_t length = static_cast<int64_t>(
-            std::clamp<absl::int128>(difference, 0, static_cast<absl::int128>(s)));
-        builder.AddTokenSequence(i * s, length);
-      }
+      const int64_t kept = args.kept[args.kept.size() == 1 ? 0 : item];
+      std::fill(rows.begin(), rows.begin() + kept, KeyRange{0, kept});
       break;
     }
-    case SdpaArgs::Mask::kBlockDiagonal: {
-      int64_t covered_until = 0;
-      for (size_t i = 1; i < args.cu_seqlens.size(); ++i) {
-        const auto [begin, end] = SliceBounds(args.cu_seqlens[i - 1], args.cu_seqlens[i], s);
-        if (begin >= end) continue;
-        if (begin < covered_until) {
-          return absl::UnimplementedError(
-              "sdpa: overlapping mask blocks from non-monotone cu_seqlens are not modelled");
+    case SdpaArgs::Mask::kBlockDiagonal:
+      for (const auto& [begin, end] : args.blocks) {
+        for (int64_t r = begin; r < end; ++r) {
+          KeyRange& keys = rows[r];
+          keys = keys.first == keys.second
+                     ? KeyRange{begin, end}
+                     : KeyRange{std::min(keys.first, begin), std::max(keys.second, end)};
         }
-        builder.AddTokenSequence(begin, end - begin);
-        covered_until = end;
       }
       break;
+  }
+  return rows;
+}
+
+absl::StatusOr<KernelCall> BindSdpa(const ResolvedArgs& call, const SdpaArgs& args) {
+  KernelCallBuilder builder(call.q, call.k, call.v, args.scale, call.q.dtype());
+  const int64_t s = args.tokens_per_item;
+  const std::string path =
+      args.single_precision ? "matmul + float32 softmax + matmul" : "scaled_dot_product_attention";
+  // Single precision adds (~mask) * finfo(dtype).min, computed in float32:
+  // for float64 that is 0 * -inf = NaN on every kept logit.
+  if (args.single_precision && call.q.dtype() == DType::kFloat64) {
+    builder.AddNanRows(0, args.bsz * s);
+    return builder.Finish(absl::StrCat(path, ": the float64 mask is NaN, so is every row"));
+  }
+  for (int64_t item = 0; item < args.bsz; ++item) {
+    const int64_t base = item * s;
+    const std::vector<KeyRange> rows = MaskRows(args, item);
+    // Consecutive rows with the same keys form one sequence.
+    for (int64_t first = 0, next = 0; first < s; first = next) {
+      const KeyRange keys = rows[first];
+      while (next < s && rows[next] == keys) ++next;
+      const int64_t count = next - first;
+      if (keys.second > keys.first) {
+        builder.AddTokenSequence(base + first, count, base + keys.first, keys.second - keys.first);
+      } else if (!args.single_precision) {
+        builder.AddTokenSequence(base + first, count, base, 0);  // torch writes 0
+      } else if (call.q.dtype() == DType::kFloat16) {
+        // finfo(float16).min = -65504 shifts every logit alike: the row
+        // attends to the whole item.
+        builder.AddTokenSequence(base + first, count, base, s);
+      } else {
+        builder.AddUniformRows(base + first, count, base, s);  // -3.4e38 swamps every logit
+      }
     }
   }
-  return builder.Finish("scaled_dot_product_attention with a boolean mask");
+  return builder.Finish(absl::StrCat(path, " with a boolean mask over ", args.bsz,
+                                     args.bsz == 1 ? " item" : " items", " of ", s, " tokens"));
 }
 
 }  // namespace
 
-absl::StatusOr<KernelCall> BindForKernel(const AttentionCall& call, const ResolvedArgs& resolved) {
+absl::StatusOr<KernelCall> BindForKernel(const ResolvedArgs& resolved) {
   if (const auto* a = std::get_if<FlashinferCudnnArgs>(&resolved.args)) {
-    return BindFlashinferCudnn(call, *a);
+    return BindFlashinferCudnn(resolved, *a);
   }
-  if (const auto* a = std::get_if<Fa3Args>(&resolved.args)) return BindFa3(call, *a);
-  if (const auto* a = std::get_if<TritonArgs>(&resolved.args)) return BindTriton(call, *a);
-  return BindSdpa(call, std::get<SdpaArgs>(resolved.args));
+  if (const auto* a = std::get_if<Fa3Args>(&resolved.args)) return BindFa3(resolved, *a);
+  if (const auto* a = std::get_if<TritonArgs>(&resolved.args)) return BindTriton(resolved, *a);
+  return BindSdpa(resolved, std::get<SdpaArgs>(resolved.args));
 }
 
 KernelCall BindGroundTruth(const Tensor& q, const Tensor& k, const Tensor& v,

@@ -31,7 +31,28 @@ constexpr std::array<std::pair<Distribution, absl::string_view>, 4> kDistributio
     {Distribution::kLargeLogits, "large_logits"},
 }};
 
+constexpr std::array<std::pair<QLayout, absl::string_view>, 3> kLayouts = {{
+    {QLayout::kPacked, "packed"},
+    {QLayout::kBatched, "batched"},
+    {QLayout::kFusedQkv, "fused_qkv"},
+}};
+
 }  // namespace
+
+absl::string_view QLayoutName(QLayout layout) {
+  for (const auto& [value, name] : kLayouts) {
+    if (value == layout) return name;
+  }
+  return "?";
+}
+
+absl::StatusOr<QLayout> ParseQLayout(absl::string_view name) {
+  for (const auto& [value, spelled] : kLayouts) {
+    if (spelled == name) return value;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("layout \"", name, "\" is not one of packed, batched, fused_qkv"));
+}
 
 int64_t Geometry::total_tokens() const {
   return std::accumulate(seq_lens.begin(), seq_lens.end(), int64_t{0});

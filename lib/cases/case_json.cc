@@ -358,26 +358,22 @@ absl::StatusOr<MetadataSpec> ReadMetadata(const json& j, const std::string& path
   return m;
 }
 
-absl::StatusOr<QLayout> ParseLayout(absl::string_view name) {
-  if (name == "packed") return QLayout::kPacked;
-  if (name == "batched") return QLayout::kBatched;
-  return absl::InvalidArgumentError(
-      absl::StrCat("layout \"", name, "\" is not one of packed, batched"));
-}
-
 absl::StatusOr<CallSpec> ReadCall(const json& j, const std::string& path) {
   VARLEN_ASSIGN_OR_RETURN(
       ObjectReader r,
       ObjectReader::Open(j, path,
-                         {"profile", "entry", "graph_mode", "layout", "bsz", "seq_len",
-                          "cu_seqlens", "forward_metadata", "kwargs", "sdpa"}));
+                         {"profile", "entry", "graph_mode", "layout", "rotary", "bsz",
+                          "seq_len", "cu_seqlens", "forward_metadata", "kwargs", "sdpa"}));
   CallSpec c;
   VARLEN_RETURN_IF_ERROR(ReadEnum(r, "profile", true, &ParseProfile, &c.profile));
   VARLEN_RETURN_IF_ERROR(ReadEnum(r, "entry", false, &ParseEntry, &c.entry));
   if (const json* graph = r.Optional("graph_mode")) {
     VARLEN_ASSIGN_OR_RETURN(c.graph_mode, ReadBool(*graph, r.Path("graph_mode")));
   }
-  VARLEN_RETURN_IF_ERROR(ReadEnum(r, "layout", false, &ParseLayout, &c.layout));
+  VARLEN_RETURN_IF_ERROR(ReadEnum(r, "layout", false, &ParseQLayout, &c.layout));
+  if (const json* rotary = r.Optional("rotary")) {
+    VARLEN_ASSIGN_OR_RETURN(c.rotary, ReadBool(*rotary, r.Path("rotary")));
+  }
   if (const json* bsz = r.Optional("bsz")) {
     VARLEN_ASSIGN_OR_RETURN(c.bsz, ReadInt(*bsz, r.Path("bsz")));
   }
@@ -401,13 +397,17 @@ absl::StatusOr<CallSpec> ReadCall(const json& j, const std::string& path) {
   if (const json* sdpa = r.Optional("sdpa")) {
     VARLEN_ASSIGN_OR_RETURN(ObjectReader s,
                             ObjectReader::Open(*sdpa, r.Path("sdpa"),
-                                               {"flatten_batch", "softmax_in_single_precision"}));
+                                               {"flatten_batch", "softmax_in_single_precision",
+                                                "softmax_scale"}));
     if (const json* flatten = s.Optional("flatten_batch")) {
       VARLEN_ASSIGN_OR_RETURN(c.sdpa.flatten_batch, ReadBool(*flatten, s.Path("flatten_batch")));
     }
     if (const json* single = s.Optional("softmax_in_single_precision")) {
       VARLEN_ASSIGN_OR_RETURN(c.sdpa.softmax_in_single_precision,
                               ReadBool(*single, s.Path("softmax_in_single_precision")));
+    }
+    if (const json* scale = s.Optional("softmax_scale"); scale != nullptr && !scale->is_null()) {
+      VARLEN_ASSIGN_OR_RETURN(c.sdpa.softmax_scale, ReadDouble(*scale, s.Path("softmax_scale")));
     }
   }
   return c;
@@ -427,7 +427,7 @@ absl::StatusOr<PyErrorKind> ParseErrorKind(absl::string_view name) {
   return absl::InvalidArgumentError(absl::StrCat(
       "\"", name,
       "\" is not a Python error kind this harness models (RuntimeError, TypeError, ValueError, "
-      "AssertionError, AttributeError, OverflowError, IndexError, Exception)"));
+      "AssertionError, AttributeError, OverflowError, IndexError, ZeroDivisionError, Exception)"));
 }
 
 absl::StatusOr<Expectation> ReadExpectation(const json& j, const std::string& path) {
@@ -467,7 +467,9 @@ absl::StatusOr<Case> ReadCase(const json& j) {
   VARLEN_ASSIGN_OR_RETURN(
       ObjectReader r,
       ObjectReader::Open(
-          j, "$", {"name", "source", "description", "mode", "geometry", "data", "call", "expect"}));
+          j, "$",
+          {"name", "source", "description", "sglang", "mode", "geometry", "data", "call",
+           "expect"}));
   Case c;
   VARLEN_ASSIGN_OR_RETURN(const json* name, r.Required("name"));
   VARLEN_ASSIGN_OR_RETURN(c.name, ReadString(*name, r.Path("name")));
@@ -475,6 +477,10 @@ absl::StatusOr<Case> ReadCase(const json& j) {
   VARLEN_ASSIGN_OR_RETURN(c.source, ReadString(*source, r.Path("source")));
   if (const json* description = r.Optional("description")) {
     VARLEN_ASSIGN_OR_RETURN(c.description, ReadString(*description, r.Path("description")));
+  }
+  if (const json* sglang = r.Optional("sglang")) {
+    VARLEN_ASSIGN_OR_RETURN(std::string version, ReadString(*sglang, r.Path("sglang")));
+    VARLEN_ASSIGN_OR_RETURN(c.sglang, WithPath(ParseSglangVersion(version), r.Path("sglang")));
   }
   VARLEN_RETURN_IF_ERROR(ReadEnum(r, "mode", true, &ParseMode, &c.mode));
   VARLEN_ASSIGN_OR_RETURN(const json* geometry, r.Required("geometry"));
@@ -617,14 +623,33 @@ absl::Status ValidateCall(const CallSpec& c, const Geometry& g) {
                                     " (the total of geometry.seq_lens)"));
     }
   }
+  if (c.layout == QLayout::kFusedQkv && g.head_dim_v != g.head_dim) {
+    return PathError(p + ".layout",
+                     absl::StrCat("fused_qkv needs geometry.head_dim_v == head_dim (", g.head_dim_v,
+                                  " != ", g.head_dim,
+                                  "): one projection makes q, k and v with one head size"));
+  }
+  if (c.rotary && c.entry != Entry::kLayer) {
+    return PathError(p + ".rotary", "rotary embeddings are applied by the layer: use entry \"layer\"");
+  }
+  if (c.sdpa.softmax_scale.has_value()) {
+    if (c.entry == Entry::kLayer) {
+      return PathError(p + ".sdpa.softmax_scale",
+                       "the layer constructs sdpa with its own softmax_scale: spell it as "
+                       "kwargs.softmax_scale");
+    }
+    if (!std::isfinite(*c.sdpa.softmax_scale)) {
+      return PathError(p + ".sdpa.softmax_scale", "the construction scale must be finite");
+    }
+  }
   if (c.entry == Entry::kLayer) {
     if (tokens == 0) {
       return PathError(p + ".entry",
                        "the attention layer fails before any backend on an empty batch; use "
                        "entry \"direct\" for zero tokens");
     }
-    if (c.layout != QLayout::kPacked) {
-      return PathError(p + ".layout", "the attention layer always hands backends packed [T, H, D]");
+    if (c.layout == QLayout::kBatched) {
+      return PathError(p + ".layout", "the attention layer always hands backends [T, H, D]");
     }
     if (const int64_t seq_len = c.seq_len.value_or(tokens / bsz); seq_len * bsz != tokens) {
       return PathError(p + ".seq_len",
@@ -793,11 +818,12 @@ json CaseToJson(const Case& c) {
   json call = {{"profile", ProfileName(c.call.profile)},
                 {"entry", EntryName(c.call.entry)},
                 {"graph_mode", c.call.graph_mode},
-                {"layout", c.call.layout == QLayout::kPacked ? "packed" : "batched"},
+                {"layout", QLayoutName(c.call.layout)},
                 {"cu_seqlens", ArgLiteralToJson(c.call.cu_seqlens)},
                 {"forward_metadata", c.call.forward_metadata.has_value()
                                          ? MetadataToJson(*c.call.forward_metadata)
                                          : json(nullptr)}};
+  if (c.call.rotary) call["rotary"] = true;
   if (c.call.bsz.has_value()) call["bsz"] = *c.call.bsz;
   if (c.call.seq_len.has_value()) call["seq_len"] = *c.call.seq_len;
   json kwargs = json::object();
@@ -806,16 +832,20 @@ json CaseToJson(const Case& c) {
   if (c.call.profile == Profile::kSdpa || c.call.sdpa != SdpaOptions{}) {
     call["sdpa"] = {{"flatten_batch", c.call.sdpa.flatten_batch},
                     {"softmax_in_single_precision", c.call.sdpa.softmax_in_single_precision}};
+    if (c.call.sdpa.softmax_scale.has_value()) {
+      call["sdpa"]["softmax_scale"] = *c.call.sdpa.softmax_scale;
+    }
   }
 
   json j = {
       {"name", c.name},
       {"source", c.source},
-      {"description", c.description},
-      {"mode", ModeName(c.mode)},
-      {"geometry", geometry},
-      {"data", {{"seed", c.data.seed}, {"distribution", DistributionName(c.data.distribution)}}},
-      {"call", call}};
+      {"description", c.description}};
+  if (c.sglang.has_value()) j["sglang"] = SglangVersionName(*c.sglang);
+  j["mode"] = ModeName(c.mode);
+  j["geometry"] = geometry;
+  j["data"] = {{"seed", c.data.seed}, {"distribution", DistributionName(c.data.distribution)}};
+  j["call"] = call;
   if (c.expect.has_value()) {
     const Expectation& e = *c.expect;
     json expect = {{"outcome", ExpectedOutcomeName(e.outcome)}};

@@ -52,9 +52,15 @@ Value Materialize(const ArgLiteral& a, const Tensor& q) {
   return Value::None();
 }
 
+// `call_cu` is the call's cu_seqlens: a builder input spelled the same way is
+// the same tensor, as when a model hands one cu_seqlens to the builder and to
+// every layer.
 absl::StatusOr<VisionAttentionMetadata> BuildMetadata(const MetadataSpec& m, Mode mode,
-                                                      const Tensor& q) {
-  const Value cu = Materialize(m.cu_seqlens, q);
+                                                      const Tensor& q, const ArgLiteral& call_cu,
+                                                      const Value& call_cu_value) {
+  const Value cu = m.cu_seqlens.kind == ArgLiteral::Kind::kTensor && m.cu_seqlens == call_cu
+                       ? call_cu_value
+                       : Materialize(m.cu_seqlens, q);
   switch (m.builder) {
     case MetadataSpec::Builder::kFlashinferCudnn:
       return PrepareFlashinferCudnnMetadata(cu, m.device, m.elem_per_token, mode);
@@ -91,7 +97,9 @@ AttentionCall MaterializeCall(const Case& c, const QkvTensors& qkv) {
   for (const auto& [key, value] : c.call.kwargs) call.kwargs.set(key, Materialize(value, qkv.q));
   call.entry = c.call.entry;
   call.graph_mode = c.call.graph_mode;
+  call.rotary = c.call.rotary;
   call.sdpa = c.call.sdpa;
+  call.sglang = c.sglang_version();
   return call;
 }
 
@@ -265,7 +273,8 @@ void CaseRunner::Execute(const Backend& backend, Outcome* outcome) {
   if (case_.call.forward_metadata.has_value()) {
     ScopedDeviceLedger ledger;
     absl::StatusOr<VisionAttentionMetadata> metadata =
-        BuildMetadata(*case_.call.forward_metadata, case_.mode, qkv_.q);
+        BuildMetadata(*case_.call.forward_metadata, case_.mode, qkv_.q, case_.call.cu_seqlens,
+                      call.cu_seqlens);
     outcome->builder_events = ledger.events();
     if (!metadata.ok()) return raised(metadata.status(), "metadata builder");
     call.forward_metadata = *std::move(metadata);
@@ -284,7 +293,7 @@ void CaseRunner::Execute(const Backend& backend, Outcome* outcome) {
     return;
   }
 
-  absl::StatusOr<KernelCall> kernel = BindForKernel(call, *outcome->resolution->args);
+  absl::StatusOr<KernelCall> kernel = BindForKernel(*outcome->resolution->args);
   if (!kernel.ok()) {
     if (PythonErrorKindOf(kernel.status()).has_value())
       return raised(kernel.status(), "kernel entry");
@@ -317,6 +326,7 @@ void CaseRunner::Execute(const Backend& backend, Outcome* outcome) {
   const absl::Status ran = backend.Run(params);
   if (absl::IsUnimplemented(ran)) return unsupported(ran);
   if (!ran.ok()) return raised(ran, "backend");  // reported, never judged as numbers
+  kernel->ApplyEpilogue();
   outcome->numerics =
       JudgeOutput(case_.geometry, GetReference(), kernel->PackedOutput(), options_.tolerance);
   outcome->observed = outcome->numerics->passed ? Observed::kSuccess : Observed::kCorruption;

@@ -137,7 +137,9 @@ ojson ValueToJson(const Value& value) {
   return nullptr;
 }
 
-ojson ResolvedArgsToJson(const ResolvedArgs& resolved) {
+namespace {
+
+ojson ProfileArgsToJson(const ResolvedArgs& resolved) {
   if (const auto* a = std::get_if<FlashinferCudnnArgs>(&resolved.args)) {
     return {{"profile", "flashinfer_cudnn"},
             {"actual_seq_lens", TensorToJson(a->actual_seq_lens)},
@@ -167,12 +169,25 @@ ojson ResolvedArgsToJson(const ResolvedArgs& resolved) {
   const char* mask = a.mask == SdpaArgs::Mask::kBlockDiagonal ? "block_diagonal"
                      : a.mask == SdpaArgs::Mask::kPadding     ? "padding"
                                                               : "none";
-  return {{"profile", "sdpa"},
-          {"mask", mask},
-          {"cu_seqlens", a.cu_seqlens},
-          {"bsz", a.bsz},
-          {"tokens_per_item", a.tokens_per_item},
-          {"scale", a.scale}};
+  ojson j = {{"profile", "sdpa"},       {"mask", mask},
+             {"cu_seqlens", a.cu_seqlens}, {"bsz", a.bsz},
+             {"tokens_per_item", a.tokens_per_item}};
+  if (a.mask == SdpaArgs::Mask::kBlockDiagonal) j["blocks"] = a.blocks;
+  if (a.mask == SdpaArgs::Mask::kPadding) j["kept"] = a.kept;
+  j["scale"] = a.scale;
+  j["single_precision"] = a.single_precision;
+  return j;
+}
+
+}  // namespace
+
+ojson ResolvedArgsToJson(const ResolvedArgs& resolved) {
+  ojson j = ProfileArgsToJson(resolved);
+  // The layout the backend receives: dense, or strided views of one buffer.
+  if (resolved.q.defined()) {
+    j["qkv_strides"] = {resolved.q.strides(), resolved.k.strides(), resolved.v.strides()};
+  }
+  return j;
 }
 
 std::string DescribeCall(const CallSpec& call) {
@@ -192,9 +207,15 @@ std::string FormatOutcomeText(const Case& c, const std::string& origin, const Ou
   std::string text = absl::StrCat("case ", c.name, "  (", origin, ")\n");
   absl::StrAppend(&text, "  source:     ", c.source, "\n");
   if (!c.description.empty()) absl::StrAppend(&text, "  about:      ", c.description, "\n");
-  absl::StrAppend(&text, "  call:       ", ProfileName(c.call.profile), " ", ModeName(c.mode), ", ",
-                  EntryName(c.call.entry), c.call.graph_mode ? ", cuda-graph mode" : "",
-                  ", backend ", o.backend, "\n");
+  absl::StrAppend(&text, "  call:       ", ProfileName(c.call.profile), " ", ModeName(c.mode),
+                  c.mode == Mode::kFaithful
+                      ? absl::StrCat(" (SGLang ", SglangVersionName(c.sglang_version()), ")")
+                      : " (version-independent)",
+                  ", ", EntryName(c.call.entry), c.call.graph_mode ? ", cuda-graph mode" : "",
+                  c.call.layout == QLayout::kPacked
+                      ? ""
+                      : absl::StrCat(", layout ", QLayoutName(c.call.layout)),
+                  c.call.rotary ? ", rotary" : "", ", backend ", o.backend, "\n");
   absl::StrAppend(&text, "  geometry:   seq_lens ",
                   c.geometry.seq_lens.size() > 16
                       ? absl::StrCat(c.geometry.seq_lens.size(), " sequences, ",
@@ -237,6 +258,7 @@ ojson OutcomeToJson(const Case& c, const std::string& origin, const Outcome& o) 
              {"source", c.source},
              {"backend", o.backend},
              {"mode", ModeName(c.mode)},
+             {"sglang", SglangVersionName(c.sglang_version())},
              {"profile", ProfileName(c.call.profile)},
              {"observed", ObservedName(o.observed)},
              {"verdict", VerdictName(o.verdict)},
@@ -276,6 +298,55 @@ ojson OutcomeToJson(const Case& c, const std::string& origin, const Outcome& o) 
                      {"per_sequence_max_error", n.per_sequence_max_error}};
   }
   return j;
+}
+
+namespace {
+
+// What a version comparison looks at: the outcome, the error, the resolved
+// arguments and what resolution made the device do.
+ojson ComparableOutcome(const Outcome& o) {
+  ojson j = {{"observed", ObservedName(o.observed)}};
+  if (o.observed == Observed::kError) j["error"] = FormatPythonError(o.error);
+  if (o.resolution.has_value()) {
+    const DeviceEventCounts counts = o.resolution->counts();
+    j["host_syncs"] = counts.host_syncs;
+    j["host_to_device_copies"] = counts.host_to_device_copies;
+    j["device_to_host_copies"] = counts.device_to_host_copies;
+    j["casts"] = counts.casts;
+    if (o.resolution->args.has_value()) {
+      const ojson resolved = ResolvedArgsToJson(*o.resolution->args);
+      for (const auto& [key, value] : resolved.items()) j[absl::StrCat("resolved.", key)] = value;
+    }
+  }
+  return j;
+}
+
+bool Succeeded(const Outcome& o) { return o.observed == Observed::kSuccess; }
+
+}  // namespace
+
+VersionDifference CompareVersions(const Outcome& before, const Outcome& after,
+                                  SglangVersion after_version) {
+  VersionDifference difference;
+  const ojson a = ComparableOutcome(before), b = ComparableOutcome(after);
+  for (const auto& [key, value] : b.items()) {
+    const auto old = a.find(key);
+    const ojson old_value = old == a.end() ? ojson() : *old;
+    if (old_value != value) {
+      difference.fields.push_back(absl::StrCat(key, ": ", old_value.dump(), " -> ", value.dump()));
+    }
+  }
+  for (const auto& [key, value] : a.items()) {
+    if (!b.contains(key)) {
+      difference.fields.push_back(absl::StrCat(key, ": ", value.dump(), " -> absent"));
+    }
+  }
+  if (difference.fields.empty()) return difference;
+  const std::string version(SglangVersionName(after_version));
+  difference.summary = !Succeeded(before) && Succeeded(after)   ? "fixed in " + version
+                       : Succeeded(before) && !Succeeded(after) ? "new in " + version
+                                                                : "changed in " + version;
+  return difference;
 }
 
 }  // namespace varlen

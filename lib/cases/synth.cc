@@ -1,5 +1,7 @@
 #include "varlen/cases/synth.h"
 
+#include <cstring>
+
 namespace varlen {
 namespace {
 
@@ -53,6 +55,40 @@ Tensor Fill(const Case& c, SynthStream stream, Shape shape) {
   return t;
 }
 
+// q, k and v as the column views qkv.split() makes of one projection output
+// [T, (H + 2*KV) * D], holding the values of `dense` (so a case has the same
+// data in every layout).
+QkvTensors FuseQkv(const QkvTensors& dense) {
+  const int64_t tokens = dense.q.size(0), dim = dense.q.size(2);
+  const int64_t q_width = dense.q.size(1) * dim, kv_width = dense.k.size(1) * dim;
+  const int64_t width = q_width + 2 * kv_width;
+  const Shape shape = {tokens, width};
+  const Tensor fused = dense.q.has_storage()
+                           ? Tensor::Zeros(dense.q.dtype(), dense.q.device(), shape)
+                           : Tensor::ShapeOnly(dense.q.dtype(), dense.q.device(), shape);
+  if (fused.has_storage()) {
+    const size_t size = DTypeSize(fused.dtype());
+    unsigned char* to = fused.mutable_data<unsigned char>();
+    int64_t column = 0;
+    for (const Tensor* part : {&dense.q, &dense.k, &dense.v}) {
+      const int64_t part_width = part->size(1) * dim;
+      for (int64_t t = 0; t < tokens; ++t) {
+        std::memcpy(to + (t * width + column) * size,
+                    part->data<unsigned char>() + t * part_width * size, part_width * size);
+      }
+      column += part_width;
+    }
+  }
+  auto view = [&](const Tensor& part, int64_t column) {
+    return fused.AsStrided({tokens, part.size(1), dim}, {width, dim, 1}, column);
+  };
+  return {view(dense.q, 0), view(dense.k, q_width), view(dense.v, q_width + kv_width)};
+}
+
+QkvTensors InLayout(const Case& c, QkvTensors dense) {
+  return c.call.layout == QLayout::kFusedQkv ? FuseQkv(dense) : dense;
+}
+
 }  // namespace
 
 Prng::Prng(uint64_t seed) {
@@ -75,16 +111,17 @@ double Prng::NextUnit() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; 
 
 QkvTensors SynthesizeQkv(const Case& c) {
   const Geometry& g = c.geometry;
-  return {Fill(c, SynthStream::kQ, QkvShape(c, g.num_heads, g.head_dim)),
-          Fill(c, SynthStream::kK, QkvShape(c, g.num_kv_heads, g.head_dim)),
-          Fill(c, SynthStream::kV, QkvShape(c, g.num_kv_heads, g.head_dim_v))};
+  return InLayout(c, {Fill(c, SynthStream::kQ, QkvShape(c, g.num_heads, g.head_dim)),
+                      Fill(c, SynthStream::kK, QkvShape(c, g.num_kv_heads, g.head_dim)),
+                      Fill(c, SynthStream::kV, QkvShape(c, g.num_kv_heads, g.head_dim_v))});
 }
 
 QkvTensors ShapeOnlyQkv(const Case& c) {
   const Geometry& g = c.geometry;
-  return {Tensor::ShapeOnly(g.dtype, Device::kCuda, QkvShape(c, g.num_heads, g.head_dim)),
+  return InLayout(
+      c, {Tensor::ShapeOnly(g.dtype, Device::kCuda, QkvShape(c, g.num_heads, g.head_dim)),
           Tensor::ShapeOnly(g.dtype, Device::kCuda, QkvShape(c, g.num_kv_heads, g.head_dim)),
-          Tensor::ShapeOnly(g.dtype, Device::kCuda, QkvShape(c, g.num_kv_heads, g.head_dim_v))};
+          Tensor::ShapeOnly(g.dtype, Device::kCuda, QkvShape(c, g.num_kv_heads, g.head_dim_v))});
 }
 
 }  // namespace varlen

@@ -40,13 +40,16 @@ absl::StatusOr<std::vector<int64_t>> CheckBuilderOffsets(const Value& cu) {
   return offsets;
 }
 
-MetadataStamp StampFor(const std::vector<int64_t>& offsets, int64_t elem_per_token) {
+MetadataStamp StampFor(const std::vector<int64_t>& offsets, int64_t elem_per_token,
+                       const Tensor& input) {
   MetadataStamp stamp;
   stamp.total_tokens = offsets.back();
   stamp.batch = static_cast<int64_t>(offsets.size()) - 1;
   std::vector<int64_t> lengths = OffsetsToLengths(offsets);
   stamp.longest = *std::max_element(lengths.begin(), lengths.end());
   stamp.elem_per_token = elem_per_token;
+  stamp.offsets = offsets;
+  stamp.input = input;
   return stamp;
 }
 
@@ -71,7 +74,7 @@ absl::StatusOr<VisionAttentionMetadata> PrepareVisionAttentionMetadata(
   std::optional<MetadataStamp> stamp;
   if (mode == Mode::kHardened) {
     VARLEN_ASSIGN_OR_RETURN(std::vector<int64_t> offsets, CheckBuilderOffsets(cu_seqlens));
-    stamp = StampFor(offsets, 0);
+    stamp = StampFor(offsets, 0, cu_seqlens.as_tensor());
     if (!options.max_seqlen.is_none()) {
       Longest longest = FindLongest(OffsetsToLengths(offsets), "seq_lens");
       VARLEN_RETURN_IF_ERROR(
@@ -112,7 +115,7 @@ absl::StatusOr<VisionAttentionMetadata> PrepareFlashinferCudnnMetadata(const Val
     VARLEN_ASSIGN_OR_RETURN(std::vector<int64_t> offsets, CheckBuilderOffsets(cu_seqlens));
     VARLEN_RETURN_IF_ERROR(CheckElementOffsetsFitInt32(offsets.back(), "cu_seqlens[-1]",
                                                        elem_per_token, "elem_per_token"));
-    stamp = StampFor(offsets, elem_per_token);
+    stamp = StampFor(offsets, elem_per_token, cu_seqlens.as_tensor());
   }
   VARLEN_ASSIGN_OR_RETURN(Tensor cu_input, AsTensorForTo(cu_seqlens));
   Tensor cu = internal::To(cu_input, device, DType::kInt32, "cu_seqlens.to(device, torch.int32)");

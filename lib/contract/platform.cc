@@ -11,11 +11,11 @@ bool IsBlackwell(const Platform& p) {
   return p.kind == Platform::Kind::kCuda && (p.major == 10 || p.major == 12);
 }
 
-std::string PlatformDefault(const Platform& p) {
+std::string PlatformDefault(const Platform& p, const SglangBehavior& sglang) {
   switch (p.kind) {
     case Platform::Kind::kCuda:
       if (p.major == 9) return "fa3";
-      if (p.major == 10 && p.minor != 3) return "fa4";
+      if (p.major == 10 && (p.minor != 3 || sglang.sm103_defaults_to_fa4)) return "fa4";
       return "triton_attn";
     case Platform::Kind::kNpu:
       return "ascend_attn";
@@ -27,7 +27,7 @@ std::string PlatformDefault(const Platform& p) {
     case Platform::Kind::kCpu:
       return p.cpu_amx ? "amx_attn" : "sdpa";
     case Platform::Kind::kXpu:
-      return p.intel_xpu_backend ? "xpu_attn" : "triton_attn";
+      return p.intel_xpu_backend || sglang.xpu_defaults_to_xpu_attn ? "xpu_attn" : "triton_attn";
     case Platform::Kind::kOther:
       return "sdpa";
   }
@@ -42,10 +42,10 @@ absl::Status OnlyAvailable(absl::string_view message) {
 
 absl::StatusOr<std::string> DetermineAttentionBackend(
     const Platform& platform, const std::optional<std::string>& server_override,
-    const std::optional<std::string>& passed_backend) {
+    const std::optional<std::string>& passed_backend, SglangVersion version) {
   std::string backend = server_override.has_value()  ? *server_override
                         : passed_backend.has_value() ? *passed_backend
-                                                     : PlatformDefault(platform);
+                                                     : PlatformDefault(platform, BehaviorOf(version));
   if (backend == "fa3" && IsBlackwell(platform)) {
     return PythonError(PyErrorKind::kValueError,
                        "The 'fa3' backend is not supported on Blackwell GPUs");
@@ -81,20 +81,25 @@ absl::Status ConstructBackend(absl::string_view backend, const Platform& platfor
 }
 
 absl::StatusOr<std::vector<int64_t>> AscendActualSeqLengths(const Tensor& cu_seqlens,
-                                                            int64_t total_tokens) {
+                                                            int64_t total_tokens,
+                                                            SglangVersion version) {
   std::vector<int64_t> cu = cu_seqlens.ToHostInts("cu_seqlens.to(\"cpu\")");
   std::vector<int64_t> ends;
   for (size_t i = 1; i < cu.size(); ++i) {
     ends.push_back(WrapInt32(cu[i]));  // .to(torch.int32)
   }
   const int64_t last = ends.empty() ? 0 : ends.back();
-  if (last != total_tokens) {
-    return PythonError(
-        PyErrorKind::kRuntimeError,
-        absl::StrCat("queryT(", total_tokens,
-                     ") must be equal to the last element of actualSequenceLengthQ(", last, ")"));
+  const bool unpads = BehaviorOf(version).ascend_unpads_padded_items;
+  if (last == total_tokens || (unpads && last < total_tokens)) return ends;
+  if (unpads && ends.size() > 1) {
+    return absl::UnimplementedError(
+        absl::StrCat("the last cumulative end ", last, " exceeds the ", total_tokens,
+                     " rows: the padding gather indexes past q (not modelled)"));
   }
-  return ends;
+  return PythonError(
+      PyErrorKind::kRuntimeError,
+      absl::StrCat("queryT(", total_tokens,
+                   ") must be equal to the last element of actualSequenceLengthQ(", last, ")"));
 }
 
 }  // namespace varlen

@@ -1,6 +1,9 @@
 #include "varlen/contract/resolve.h"
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
+#include "core/tensor_ops.h"
 #include "resolve_internal.h"
 #include "varlen/core/status.h"
 
@@ -26,7 +29,9 @@ Kwargs BackendKwargs(const AttentionCall& call) {
 template <typename T>
 absl::StatusOr<ResolvedArgs> Wrap(absl::StatusOr<T> args) {
   if (!args.ok()) return args.status();
-  return ResolvedArgs{*std::move(args)};
+  ResolvedArgs resolved;
+  resolved.args = *std::move(args);
+  return resolved;
 }
 
 absl::StatusOr<ResolvedArgs> Dispatch(const internal::ResolveContext& ctx, Profile profile) {
@@ -55,33 +60,74 @@ absl::Status LayerEpilogue(const ResolvedArgs& resolved) {
   return absl::OkStatus();
 }
 
-// VisionAttention hands every backend [b*s, h, d]: a 4-D q, k or v is
-// flattened before the backend is called.
-AttentionCall AsLayerSeesIt(const AttentionCall& call) {
-  AttentionCall flat = call;
-  for (Tensor* t : {&flat.q, &flat.k, &flat.v}) *t = FlattenBatch(*t);
-  return flat;
+// STRIDED_QKV_BACKENDS among the modelled calling conventions.
+bool ReadsExplicitStrides(Profile profile) {
+  return profile == Profile::kFa3 || profile == Profile::kTritonAttn;
+}
+
+// The q, k and v VisionAttention hands the backend: [b*s, h, d]; contiguous
+// copies unless this version passes strided views to this backend; rotary
+// embeddings (applied after that step) return new dense q and k.
+AttentionCall AsLayerSeesIt(const AttentionCall& call, Profile profile,
+                            const SglangBehavior& sglang, std::vector<std::string>* notes) {
+  AttentionCall seen = call;
+  const bool pass_strided = sglang.layer_passes_strided_qkv && ReadsExplicitStrides(profile);
+  for (Tensor* t : {&seen.q, &seen.k, &seen.v}) {
+    const bool rotated = call.rotary && t != &seen.v;
+    if (!t->is_contiguous() && (rotated || !pass_strided)) {
+      notes->push_back(absl::StrCat("layer: ", t == &seen.q ? "q" : t == &seen.k ? "k" : "v",
+                                    rotated ? " replaced by the dense output of the rotary embedding"
+                                            : " made contiguous (a copy)"));
+    }
+    if (rotated || !pass_strided) *t = internal::Contiguous(*t);
+    *t = FlattenBatch(*t);
+  }
+  if (pass_strided && !seen.v.is_contiguous()) {
+    notes->push_back("layer: strided views of the fused qkv projection passed on (pass_strided_qkv)");
+  }
+  return seen;
 }
 
 }  // namespace
 
+double DefaultSoftmaxScale(Profile profile, int64_t head_dim) {
+  const double d = static_cast<double>(head_dim);
+  switch (profile) {
+    case Profile::kFlashinferCudnn:
+    case Profile::kFa3:
+      return std::pow(d, -0.5);
+    case Profile::kTritonAttn:
+      return 1.0 / std::pow(d, 0.5);
+    case Profile::kSdpa:
+      return 1.0 / std::sqrt(d);
+  }
+  return 1.0 / std::sqrt(d);
+}
+
 DeviceEventCounts Resolution::counts() const { return CountDeviceEvents(events); }
 
 Resolution Resolve(const AttentionCall& call, Profile profile, Mode mode) {
-  if (call.entry == Entry::kLayer &&
-      (call.q.dim() == 4 || call.k.dim() == 4 || call.v.dim() == 4)) {
-    return Resolve(AsLayerSeesIt(call), profile, mode);
-  }
   Resolution resolution;
   ScopedDeviceLedger ledger;
-  const internal::ResolveContext ctx{call, BackendKwargs(call), mode, &resolution.notes};
+  // Hardened mode is version-independent: it follows the latest layer.
+  const SglangBehavior& sglang =
+      BehaviorOf(mode == Mode::kHardened ? kLatestSglangVersion : call.sglang);
+  const AttentionCall seen = call.entry == Entry::kLayer
+                                 ? AsLayerSeesIt(call, profile, sglang, &resolution.notes)
+                                 : call;
+  const internal::ResolveContext ctx{seen, BackendKwargs(seen), mode, sglang, &resolution.notes};
   absl::StatusOr<ResolvedArgs> args = Dispatch(ctx, profile);
   if (args.ok() && call.entry == Entry::kLayer) {
     absl::Status epilogue = LayerEpilogue(*args);
     if (!epilogue.ok()) args = epilogue;
   }
   resolution.status = args.status();
-  if (args.ok()) resolution.args = *std::move(args);
+  if (args.ok()) {
+    args->q = seen.q;
+    args->k = seen.k;
+    args->v = seen.v;
+    resolution.args = *std::move(args);
+  }
   resolution.events = ledger.events();
   return resolution;
 }

@@ -1,6 +1,8 @@
 // What the per-profile resolvers share.
 
+#include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -10,13 +12,35 @@
 
 namespace varlen::internal {
 
-absl::StatusOr<double> ResolveSoftmaxScale(const ResolveContext& ctx, int64_t head_dim,
-                                           absl::string_view kernel, absl::string_view argument) {
+namespace {
+
+// The kernel entry that receives the scale, and its argument's name.
+struct ScaleArgument {
+  absl::string_view kernel, argument;
+};
+
+ScaleArgument ScaleArgumentOf(Profile profile) {
+  switch (profile) {
+    case Profile::kFlashinferCudnn:
+      return {"cudnn_batch_prefill_with_kv_cache", "scale"};
+    case Profile::kFa3:
+      return {"flash_attn_varlen_func", "softmax_scale"};
+    case Profile::kTritonAttn:
+      return {"context_attention_fwd", "sm_scale"};
+    case Profile::kSdpa:
+      return {"scaled_dot_product_attention", "scale"};
+  }
+  return {"?", "?"};
+}
+
+}  // namespace
+
+absl::StatusOr<double> ResolveSoftmaxScale(const ResolveContext& ctx, Profile profile) {
   const Value scale = ctx.kwargs.get("softmax_scale");
   double value = 0.0;
   switch (scale.kind()) {
     case Value::Kind::kNone:
-      return 1.0 / std::sqrt(static_cast<double>(head_dim));
+      return DefaultSoftmaxScale(profile, ctx.call.q.size(-1));
     case Value::Kind::kFloat:
       value = scale.as_float();
       break;
@@ -28,9 +52,10 @@ absl::StatusOr<double> ResolveSoftmaxScale(const ResolveContext& ctx, int64_t he
       break;
     default:
       if (!ctx.hardened()) {
+        const ScaleArgument entry = ScaleArgumentOf(profile);
         return PythonError(PyErrorKind::kTypeError,
-                           absl::StrCat(kernel, "(): argument '", argument, "' must be float, not ",
-                                        scale.TypeName()));
+                           absl::StrCat(entry.kernel, "(): argument '", entry.argument,
+                                        "' must be float, not ", scale.TypeName()));
       }
       return PythonError(PyErrorKind::kTypeError,
                          absl::StrCat("softmax_scale=", scale.Repr(), " is a ", scale.TypeName(),
@@ -43,23 +68,29 @@ absl::StatusOr<double> ResolveSoftmaxScale(const ResolveContext& ctx, int64_t he
   return value;
 }
 
-absl::StatusOr<int64_t> CheckQkvShapes(const AttentionCall& call, bool allow_4d) {
+absl::StatusOr<int64_t> CheckQkvShapes(const AttentionCall& call, QkvLayoutRule rule) {
   const Tensor* tensors[] = {&call.q, &call.k, &call.v};
   constexpr absl::string_view kNames[] = {"q", "k", "v"};
   for (int i = 0; i < 3; ++i) {
     const Tensor& t = *tensors[i];
-    const bool rank_ok = t.dim() == 3 || (allow_4d && t.dim() == 4);
+    const bool rank_ok = t.dim() == 3 || (rule.allow_4d && t.dim() == 4);
     if (!rank_ok) {
       return PythonError(PyErrorKind::kValueError,
                          absl::StrCat(kNames[i], " has shape ", ShapeToString(t.shape()),
-                                      allow_4d ? ": it must be [T, H, D] or [b, s, H, D]"
-                                               : ": it must be [T, H, D]"));
+                                      rule.allow_4d ? ": it must be [T, H, D] or [b, s, H, D]"
+                                                    : ": it must be [T, H, D]"));
     }
-    if (!t.is_contiguous()) {
-      return PythonError(PyErrorKind::kValueError,
-                         absl::StrCat(kNames[i], " has strides ", ShapeToString(t.strides()),
-                                      " for shape ", ShapeToString(t.shape()),
-                                      ": packed varlen layouts need contiguous tensors"));
+    const bool layout_ok =
+        t.is_contiguous() || (rule.allow_strided && t.strides().back() == 1);
+    if (!layout_ok) {
+      return PythonError(
+          PyErrorKind::kValueError,
+          absl::StrCat(kNames[i], " has strides ", ShapeToString(t.strides()), " for shape ",
+                       ShapeToString(t.shape()),
+                       rule.allow_strided
+                           ? ": the kernel needs head_dim contiguous (stride 1)"
+                           : ": this kernel addresses q, k and v as dense [T, H, D] (one element "
+                             "offset per token), so they must be contiguous"));
     }
     if (t.dim() != call.q.dim() ||
         ShapeNumel({t.shape().begin(), t.shape().end() - 2}) !=
@@ -132,6 +163,7 @@ absl::StatusOr<CheckedCuSeqlens> CheckMetadataCuSeqlens(const ResolveContext& ct
   }
   ctx.Note("source: forward_metadata stamped by a hardened builder; checked on the host");
   CheckedCuSeqlens checked;
+  checked.offsets = stamp.offsets;
   checked.cu = To(cu, ctx.call.q.device(), DType::kInt32,
                   "forward_metadata.cu_seqlens.to(q.device, torch.int32)");
   checked.longest = {.value = stamp.longest, .source = "the longest sequence of the metadata"};
@@ -146,6 +178,9 @@ absl::StatusOr<TokenSource> ResolveHardenedTokenSource(
     source.kind = TokenSource::Kind::kMetadata;
     VARLEN_ASSIGN_OR_RETURN(source.checked,
                             CheckMetadataCuSeqlens(ctx, *call.forward_metadata, tokens));
+    source.name = "forward_metadata.cu_seqlens";
+    source.unused = kCuSeqlensArgument | kSequenceLengthsKwarg | kMetadataSeqLens |
+                    kMetadataPackedIndptrs | kMetadataSequenceLengths;
     source.max_seqlen = call.forward_metadata->max_seqlen;
     source.max_name = "forward_metadata.max_seqlen";
     if (source.max_seqlen.is_none()) {
@@ -169,6 +204,8 @@ absl::StatusOr<TokenSource> ResolveHardenedTokenSource(
     VARLEN_ASSIGN_OR_RETURN(source.checked,
                             CheckCuSeqlensForKernel(ctx, cu, "cu_seqlens[0]", tokens,
                                                     /*may_cast=*/false));
+    source.name = "cu_seqlens[0]";
+    source.unused = kSequenceLengthsKwarg;
     source.max_seqlen = list.back();
     source.max_name = absl::StrCat("cu_seqlens[", list.size() - 1, "]");
     if (source.max_seqlen.is_none() || source.max_seqlen.is_tensor()) {
@@ -184,9 +221,21 @@ absl::StatusOr<TokenSource> ResolveHardenedTokenSource(
   VARLEN_ASSIGN_OR_RETURN(Tensor cu, HardenedResolveSeqlens(ctx));
   VARLEN_ASSIGN_OR_RETURN(
       source.checked, CheckCuSeqlensForKernel(ctx, cu, "cu_seqlens", tokens, /*may_cast=*/true));
+  source.name = UniformOffsetsName(call);
+  source.unused = kSequenceLengthsKwarg;
   source.max_seqlen = ctx.kwargs.get("max_seqlen");
   source.max_name = "max_seqlen";
   return source;
+}
+
+std::string UniformOffsetsName(const AttentionCall& call) {
+  const Value& cu = call.cu_seqlens;
+  if (cu.is_none() ||
+      (cu.kind() == Value::Kind::kSingletonCache && !cu.as_cache()->data.has_value())) {
+    return absl::StrCat("cu_seqlens=", cu.Repr(), " (bsz=", call.bsz, " sequences of seq_len=",
+                        call.seq_len, ")");
+  }
+  return "cu_seqlens";
 }
 
 absl::StatusOr<int64_t> CheckOrDeriveMaxSeqlen(const ResolveContext& ctx, const Value& max_seqlen,
@@ -225,6 +274,164 @@ absl::StatusOr<Tensor> HardenedResolveSeqlens(const ResolveContext& ctx) {
                                     "offsets, a SingletonCache or None"));
   }
   return ResolveSeqlens(cu, call.bsz, call.seq_len, call.q.device());
+}
+
+namespace {
+
+// The boundaries of `offsets` without repeats: the split of the tokens into
+// non-empty sequences.
+std::vector<int64_t> DistinctBoundaries(std::vector<int64_t> offsets) {
+  offsets.erase(std::unique(offsets.begin(), offsets.end()), offsets.end());
+  return offsets;
+}
+
+// "[48, 72]": the non-empty sequences of `offsets`.
+std::string SequencesText(const std::vector<int64_t>& offsets) {
+  std::vector<int64_t> lengths;
+  for (int64_t length : OffsetsToLengths(offsets)) {
+    if (length != 0) lengths.push_back(length);
+  }
+  constexpr size_t kShown = 12;
+  std::string text = absl::StrJoin(lengths.begin(), lengths.begin() + std::min(kShown, lengths.size()), ", ");
+  if (lengths.size() > kShown) absl::StrAppend(&text, ", ... (", lengths.size(), " in all)");
+  return absl::StrCat("[", text, "]");
+}
+
+absl::StatusOr<std::vector<int64_t>> LengthsAsOffsets(const Value& value, absl::string_view name,
+                                                      int64_t tokens) {
+  VARLEN_ASSIGN_OR_RETURN(const std::vector<int64_t> lengths, CheckSequenceLengths(value, name));
+  const std::vector<int64_t> offsets = LengthsToOffsets(lengths);
+  if (offsets.back() != tokens) {
+    return PythonError(PyErrorKind::kValueError,
+                       absl::StrCat("sum(", name, ")=", offsets.back(), " != ", tokens,
+                                    " = q.shape[0]: the sequences must cover every packed token"));
+  }
+  return offsets;
+}
+
+// [qk | v | o] element indptrs of one width as token offsets.
+absl::StatusOr<std::vector<int64_t>> PackedAsOffsets(const Tensor& packed, absl::string_view name,
+                                                     int64_t width, int64_t tokens) {
+  if (!IsIntegral(packed.dtype()) || packed.numel() < 3 || packed.numel() % 3 != 0) {
+    return PythonError(PyErrorKind::kValueError,
+                       absl::StrCat(name, " has ", packed.numel(), " ", DTypeName(packed.dtype()),
+                                    " entries: packed indptrs are 3*(B+1) integers [qk | v | o]"));
+  }
+  const std::vector<int64_t> values = packed.ToHostInts(absl::StrCat(name, ".tolist()"));
+  const size_t third = values.size() / 3;
+  std::vector<int64_t> offsets;
+  for (size_t i = 0; i < third; ++i) {
+    if (values[i] != values[third + i] || values[i] != values[2 * third + i] ||
+        values[i] % width != 0) {
+      return PythonError(
+          PyErrorKind::kValueError,
+          absl::StrCat(name, "[", i, "]=", values[i],
+                       ": each third must hold the same element offsets, multiples of "
+                       "heads*head_dim (",
+                       width, ")"));
+    }
+    offsets.push_back(values[i] / width);
+  }
+  VARLEN_ASSIGN_OR_RETURN(offsets, CheckTokenOffsets(Tensor::FromInts(offsets, DType::kInt64,
+                                                                      Device::kCpu),
+                                                     name, tokens));
+  return offsets;
+}
+
+}  // namespace
+
+absl::Status CheckUnusedBoundariesAgree(const ResolveContext& ctx,
+                                        const std::vector<int64_t>& offsets,
+                                        absl::string_view used, unsigned unused) {
+  const AttentionCall& call = ctx.call;
+  const int64_t tokens = offsets.back();
+  const Tensor q3 = FlattenBatch(call.q);
+  const int64_t width = q3.size(1) * q3.size(2);
+  const std::vector<int64_t> truth = DistinctBoundaries(offsets);
+  const VisionAttentionMetadata* metadata =
+      call.forward_metadata.has_value() ? &*call.forward_metadata : nullptr;
+  // What a hardened builder stamped it proved consistent (reading it again
+  // would be a host sync).
+  if (metadata != nullptr && metadata->stamp.has_value()) {
+    unused &= ~(kMetadataCuSeqlens | kMetadataSeqLens);
+    if (metadata->stamp->elem_per_token > 0) {
+      unused &= ~(kMetadataPackedIndptrs | kMetadataSequenceLengths);
+    }
+  }
+  enum class As { kOffsets, kLengths, kPacked, kOffsetsOrPacked };
+  struct Source {
+    unsigned bit;
+    Value value;
+    std::string name;
+    As as;
+  };
+  std::vector<Source> sources = {
+      {kCuSeqlensArgument, call.cu_seqlens, "cu_seqlens", As::kOffsetsOrPacked},
+      {kSequenceLengthsKwarg, ctx.kwargs.get("sequence_lengths"), "sequence_lengths",
+       As::kLengths}};
+  if (metadata != nullptr) {
+    sources.push_back({kMetadataCuSeqlens, metadata->cu_seqlens, "forward_metadata.cu_seqlens",
+                       As::kOffsets});
+    sources.push_back(
+        {kMetadataSeqLens, metadata->seq_lens, "forward_metadata.seq_lens", As::kLengths});
+    sources.push_back({kMetadataPackedIndptrs, metadata->packed_indptrs,
+                       "forward_metadata.packed_indptrs", As::kPacked});
+    sources.push_back({kMetadataSequenceLengths, metadata->sequence_lengths,
+                       "forward_metadata.sequence_lengths", As::kLengths});
+  }
+  for (Source& source : sources) {
+    if (!(unused & source.bit)) continue;
+    Value value = source.value;
+    // A cache holds its offsets; a cuda-graph list holds them first.
+    if (value.kind() == Value::Kind::kSingletonCache) {
+      if (!value.as_cache()->data.has_value()) continue;
+      value = Value::FromTensor(*value.as_cache()->data);
+    } else if (value.kind() == Value::Kind::kList && !value.as_list().empty()) {
+      value = value.as_list().front();
+      absl::StrAppend(&source.name, "[0]");
+    }
+    if (value.is_none()) continue;
+    if (value.is_tensor() && metadata != nullptr && metadata->stamp.has_value() &&
+        value.as_tensor().SharesStorageWith(metadata->stamp->input) &&
+        value.as_tensor().shape() == metadata->stamp->input.shape()) {
+      continue;  // the very tensor the hardened builder validated
+    }
+    if (!value.is_tensor()) {
+      return PythonError(PyErrorKind::kTypeError,
+                         absl::StrCat(source.name, "=", value.Repr(), " is a ", value.TypeName(),
+                                      ": a sequence-boundary argument must be a tensor or None"));
+    }
+    absl::StatusOr<std::vector<int64_t>> claimed;
+    switch (source.as) {
+      case As::kLengths:
+        claimed = LengthsAsOffsets(value, source.name, tokens);
+        break;
+      case As::kPacked:
+        claimed = PackedAsOffsets(value.as_tensor(), source.name, width, tokens);
+        break;
+      case As::kOffsets:
+      case As::kOffsetsOrPacked:
+        claimed = CheckTokenOffsets(value.as_tensor(), source.name, tokens);
+        if (source.as == As::kOffsetsOrPacked &&
+            (!claimed.ok() || DistinctBoundaries(*claimed) != truth)) {
+          // flashinfer_cudnn's cu_seqlens may be packed element indptrs.
+          absl::StatusOr<std::vector<int64_t>> packed =
+              PackedAsOffsets(value.as_tensor(), source.name, width, tokens);
+          if (packed.ok() && DistinctBoundaries(*packed) == truth) claimed = packed;
+        }
+        break;
+    }
+    if (!claimed.ok()) return claimed.status();
+    if (DistinctBoundaries(*claimed) != truth) {
+      return PythonError(
+          PyErrorKind::kValueError,
+          absl::StrCat(source.name, " describes the sequences ", SequencesText(*claimed), " but ",
+                       used, " describes ", SequencesText(offsets),
+                       ": the kernel uses the latter and ignores ", source.name,
+                       ", so every boundary argument must describe the same sequences"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckSglangGraphList(const Value& cu_seqlens) {

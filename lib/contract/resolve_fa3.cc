@@ -34,22 +34,26 @@ absl::StatusOr<Fa3Args> ResolveFaithful(const ResolveContext& ctx) {
     args.cu_seqlens = Value::FromTensor(cu);
     args.max_seqlen = Value::Int(max);
   }
-  VARLEN_ASSIGN_OR_RETURN(args.scale, ResolveSoftmaxScale(ctx, call.q.size(-1), "flash_attn_varlen_func", "softmax_scale"));
+  VARLEN_ASSIGN_OR_RETURN(args.scale, ResolveSoftmaxScale(ctx, Profile::kFa3));
   return args;
 }
 
 absl::StatusOr<Fa3Args> ResolveHardened(const ResolveContext& ctx) {
   const AttentionCall& call = ctx.call;
-  VARLEN_ASSIGN_OR_RETURN(const int64_t tokens, CheckQkvShapes(call, /*allow_4d=*/false));
+  VARLEN_ASSIGN_OR_RETURN(const int64_t tokens, CheckQkvShapes(call, {.allow_strided = true}));
   VARLEN_ASSIGN_OR_RETURN(TokenSource source,
                           ResolveHardenedTokenSource(ctx, tokens, {"cu_seqlens", "max_seqlen"}));
+  // fa3 reads nothing but cu_seqlens and max_seqlen: any other description
+  // of the sequences must agree with them.
+  VARLEN_RETURN_IF_ERROR(
+      CheckUnusedBoundariesAgree(ctx, source.checked.offsets, source.name, source.unused));
   Fa3Args args;
   VARLEN_ASSIGN_OR_RETURN(
       int64_t max,
       CheckOrDeriveMaxSeqlen(ctx, source.max_seqlen, source.checked.longest, source.max_name));
   args.cu_seqlens = Value::FromTensor(source.checked.cu);
   args.max_seqlen = Value::Int(max);
-  VARLEN_ASSIGN_OR_RETURN(args.scale, ResolveSoftmaxScale(ctx, call.q.size(-1), "flash_attn_varlen_func", "softmax_scale"));
+  VARLEN_ASSIGN_OR_RETURN(args.scale, ResolveSoftmaxScale(ctx, Profile::kFa3));
   return args;
 }
 

@@ -205,7 +205,7 @@ absl::StatusOr<int64_t> HardenedMax(const ResolveContext& ctx, const Value& max_
 
 absl::StatusOr<FlashinferCudnnArgs> ResolveHardened(const ResolveContext& ctx) {
   const AttentionCall& call = ctx.call;
-  VARLEN_ASSIGN_OR_RETURN(const int64_t tokens, CheckQkvShapes(call, /*allow_4d=*/true));
+  VARLEN_ASSIGN_OR_RETURN(const int64_t tokens, CheckQkvShapes(call, {.allow_4d = true}));
   const Tensor q3 = FlattenBatch(call.q);
   const Tensor k3 = FlattenBatch(call.k);
   const Tensor v3 = FlattenBatch(call.v);
@@ -223,8 +223,14 @@ absl::StatusOr<FlashinferCudnnArgs> ResolveHardened(const ResolveContext& ctx) {
   VARLEN_RETURN_IF_ERROR(
       CheckElementOffsetsFitInt32(tokens, "q.shape[0]", width, "heads*head_dim"));
 
+  // Whichever source the kernel's arguments come from, every other
+  // description of the sequences must agree with it.
+  constexpr unsigned kMetadataFields = kMetadataCuSeqlens | kMetadataSeqLens |
+                                       kMetadataPackedIndptrs | kMetadataSequenceLengths;
   const auto& metadata = call.forward_metadata;
   if (metadata.has_value() && !metadata->packed_indptrs.is_none()) {
+    constexpr unsigned kUnused =
+        kCuSeqlensArgument | kSequenceLengthsKwarg | kMetadataCuSeqlens | kMetadataSeqLens;
     VARLEN_ASSIGN_OR_RETURN(Tensor packed, RequireTensorField(metadata->packed_indptrs,
                                                               "forward_metadata.packed_indptrs"));
     VARLEN_ASSIGN_OR_RETURN(Tensor seq, RequireTensorField(metadata->sequence_lengths,
@@ -242,6 +248,8 @@ absl::StatusOr<FlashinferCudnnArgs> ResolveHardened(const ResolveContext& ctx) {
             " but q has heads*head_dim=", width, ": the packed offsets use the wrong width"));
       }
       ctx.Note("source: forward_metadata stamped by a hardened builder; checked on the host");
+      VARLEN_RETURN_IF_ERROR(CheckUnusedBoundariesAgree(
+          ctx, stamp.offsets, "forward_metadata.packed_indptrs", kUnused));
       VARLEN_ASSIGN_OR_RETURN(
           int64_t max_int,
           HardenedMax(ctx, metadata->flashinfer_max_seqlen,
@@ -251,9 +259,12 @@ absl::StatusOr<FlashinferCudnnArgs> ResolveHardened(const ResolveContext& ctx) {
     }
     ctx.Note("source: forward_metadata not built by a hardened builder; validated");
     VARLEN_ASSIGN_OR_RETURN(std::vector<int64_t> lengths,
-                            CheckSequenceLengths(metadata->sequence_lengths));
+                            CheckSequenceLengths(metadata->sequence_lengths,
+                                                 "forward_metadata.sequence_lengths"));
     VARLEN_RETURN_IF_ERROR(
         CheckPackedIndptrs(packed, "forward_metadata.packed_indptrs", lengths, width, tokens));
+    VARLEN_RETURN_IF_ERROR(CheckUnusedBoundariesAgree(ctx, LengthsToOffsets(lengths),
+                                                      "forward_metadata.packed_indptrs", kUnused));
     VARLEN_ASSIGN_OR_RETURN(int64_t max_int,
                             HardenedMax(ctx, metadata->flashinfer_max_seqlen,
                                         FindLongest(lengths, "forward_metadata.sequence_lengths"),
@@ -263,10 +274,20 @@ absl::StatusOr<FlashinferCudnnArgs> ResolveHardened(const ResolveContext& ctx) {
 
   const Value sequence_lengths = ctx.kwargs.get("sequence_lengths");
   if (sequence_lengths.is_none()) {
+    const Value& cu_seqlens = call.cu_seqlens;
+    if (cu_seqlens.is_none() || (cu_seqlens.kind() == Value::Kind::kSingletonCache &&
+                                 !cu_seqlens.as_cache()->data.has_value())) {
+      return ValueError(absl::StrCat(
+          "sequence_lengths=None and cu_seqlens=", cu_seqlens.Repr(),
+          ": flashinfer_cudnn needs the sequence boundaries prepared (packed metadata, "
+          "sequence_lengths with packed indptrs, or token cu_seqlens); it never assumes one "
+          "sequence per batch item"));
+    }
     ctx.Note("sequence_lengths not given: derived from the diffs of token cu_seqlens");
     VARLEN_ASSIGN_OR_RETURN(Tensor cu, HardenedResolveSeqlens(ctx));
     VARLEN_ASSIGN_OR_RETURN(std::vector<int64_t> offsets,
                             CheckTokenOffsets(cu, "cu_seqlens", tokens));
+    VARLEN_RETURN_IF_ERROR(CheckUnusedBoundariesAgree(ctx, offsets, "cu_seqlens", kMetadataFields));
     VARLEN_ASSIGN_OR_RETURN(int64_t max_int,
                             HardenedMax(ctx, ctx.kwargs.get("max_seqlen"),
                                         LongestOfOffsets(offsets, "cu_seqlens"), "max_seqlen"));
@@ -284,6 +305,8 @@ absl::StatusOr<FlashinferCudnnArgs> ResolveHardened(const ResolveContext& ctx) {
   }
   const Tensor& packed = call.cu_seqlens.as_tensor();
   VARLEN_RETURN_IF_ERROR(CheckPackedIndptrs(packed, "cu_seqlens", lengths, width, tokens));
+  VARLEN_RETURN_IF_ERROR(
+      CheckUnusedBoundariesAgree(ctx, LengthsToOffsets(lengths), "sequence_lengths", kMetadataFields));
   VARLEN_ASSIGN_OR_RETURN(int64_t max_int,
                           HardenedMax(ctx, ctx.kwargs.get("max_seqlen"),
                                       FindLongest(lengths, "sequence_lengths"), "max_seqlen"));
@@ -296,9 +319,7 @@ absl::StatusOr<FlashinferCudnnArgs> ResolveFlashinferCudnn(const ResolveContext&
   VARLEN_ASSIGN_OR_RETURN(FlashinferCudnnArgs args,
                           ctx.hardened() ? ResolveHardened(ctx) : ResolveFaithful(ctx));
   // Step 9, after every check: the scale handed to the kernel.
-  VARLEN_ASSIGN_OR_RETURN(args.scale, ResolveSoftmaxScale(ctx, ctx.call.q.size(-1),
-                                                          "cudnn_batch_prefill_with_kv_cache",
-                                                          "scale"));
+  VARLEN_ASSIGN_OR_RETURN(args.scale, ResolveSoftmaxScale(ctx, Profile::kFlashinferCudnn));
   return args;
 }
 

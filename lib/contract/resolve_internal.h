@@ -11,13 +11,15 @@
 #include "varlen/contract/call.h"
 #include "varlen/contract/resolve.h"
 #include "varlen/contract/seqlens.h"
+#include "varlen/contract/sglang_version.h"
 
 namespace varlen::internal {
 
 struct ResolveContext {
-  const AttentionCall& call;
-  Kwargs kwargs;  // what the backend's **kwargs hold (the layer fills keys)
+  const AttentionCall& call;  // as the backend receives it (after the layer)
+  Kwargs kwargs;              // what the backend's **kwargs hold (the layer fills keys)
   Mode mode;
+  const SglangBehavior& sglang;  // the modelled version's (the latest in hardened mode)
   std::vector<std::string>* notes;
 
   bool hardened() const { return mode == Mode::kHardened; }
@@ -29,17 +31,23 @@ absl::StatusOr<Fa3Args> ResolveFa3(const ResolveContext& ctx);
 absl::StatusOr<TritonArgs> ResolveTriton(const ResolveContext& ctx);
 absl::StatusOr<SdpaArgs> ResolveSdpa(const ResolveContext& ctx);
 
-// softmax_scale as the kernels read it: None -> head_dim ** -0.5, an int or
-// float as is. Hardened mode also requires a finite value.
-// The kernel receives the Python value; a value that is not a number fails
-// at its entry, as "<kernel>(): argument '<argument>' must be float, not
-// str" (modelled). Resolvers call this last, where SGLang calls the kernel.
-absl::StatusOr<double> ResolveSoftmaxScale(const ResolveContext& ctx, int64_t head_dim,
-                                           absl::string_view kernel, absl::string_view argument);
+// softmax_scale as `profile`'s kernel reads it: None -> the default that
+// profile's code computes (DefaultSoftmaxScale), an int or float as is.
+// Hardened mode also requires a finite value. The kernel receives the Python
+// value; a value that is not a number fails at its entry, as "<kernel>():
+// argument '<argument>' must be float, not str" (modelled). Resolvers call
+// this last, where SGLang calls the kernel.
+absl::StatusOr<double> ResolveSoftmaxScale(const ResolveContext& ctx, Profile profile);
 
 // Hardened: q, k and v are [T, H, D] (or [b, s, H, D] where `allow_4d`),
-// agree on tokens, and GQA divides evenly. Returns T.
-absl::StatusOr<int64_t> CheckQkvShapes(const AttentionCall& call, bool allow_4d);
+// agree on tokens, and GQA divides evenly; they are contiguous unless the
+// kernel reads explicit strides (`allow_strided`: any token and head
+// stride, a unit stride along head_dim). Returns T.
+struct QkvLayoutRule {
+  bool allow_4d = false;
+  bool allow_strided = false;
+};
+absl::StatusOr<int64_t> CheckQkvShapes(const AttentionCall& call, QkvLayoutRule rule);
 
 // Hardened: a metadata object's `field` must be a tensor.
 absl::StatusOr<Tensor> RequireTensorField(const Value& value, absl::string_view field);
@@ -48,7 +56,7 @@ absl::StatusOr<Tensor> RequireTensorField(const Value& value, absl::string_view 
 // (int32 on q's device), with the host offsets read to validate them.
 struct CheckedCuSeqlens {
   Tensor cu;                     // int32 on q's device
-  std::vector<int64_t> offsets;  // empty when trusted from a stamp
+  std::vector<int64_t> offsets;  // read on the host, or the stamp's copy
   Longest longest;
 };
 
@@ -73,6 +81,8 @@ struct TokenSource {
   enum class Kind { kMetadata, kGraphList, kKwargs };
   Kind kind = Kind::kKwargs;
   CheckedCuSeqlens checked;
+  std::string name;      // where the offsets came from, for messages
+  unsigned unused = 0;   // BoundarySources this path ignores (the caller may use some)
   Value max_seqlen;      // None only on the kwargs path (then derived)
   std::string max_name;  // how the caller spelled it, for messages
 };
@@ -88,6 +98,10 @@ absl::StatusOr<int64_t> CheckOrDeriveMaxSeqlen(const ResolveContext& ctx, const 
 // offsets that bound it ("cu_seqlens[2] - cu_seqlens[1]").
 Longest LongestOfOffsets(const std::vector<int64_t>& offsets, absl::string_view name);
 
+// How messages name the token offsets resolve_seqlens takes from `call`:
+// "cu_seqlens", or the uniform default with its bsz and seq_len.
+std::string UniformOffsetsName(const AttentionCall& call);
+
 // Hardened resolve_seqlens: the same sources (a tensor, a SingletonCache, or
 // None for uniform offsets from bsz and seq_len), with a TypeError that names
 // the value for anything else, and all-zero offsets for an empty batch where
@@ -97,6 +111,29 @@ absl::StatusOr<Tensor> HardenedResolveSeqlens(const ResolveContext& ctx);
 // Faithful: SGLang's graph-mode list check (fa3 and triton_attn raise the
 // same RuntimeError).
 absl::Status CheckSglangGraphList(const Value& cu_seqlens);
+
+// Hardened: where a call describes sequence boundaries, other than the one
+// resolution used. Faithful mode ignores them; hardened mode requires them to
+// agree with what the kernel computes.
+enum BoundarySource : unsigned {
+  kCuSeqlensArgument = 1u << 0,  // the cu_seqlens argument (token offsets, or
+                                 // packed indptrs for flashinfer_cudnn)
+  kSequenceLengthsKwarg = 1u << 1,
+  kMetadataCuSeqlens = 1u << 2,
+  kMetadataSeqLens = 1u << 3,
+  kMetadataPackedIndptrs = 1u << 4,
+  kMetadataSequenceLengths = 1u << 5,
+};
+
+// Hardened: every source in `unused` that the caller gave (not None) must
+// describe the same sequences as `offsets`, the validated token offsets the
+// kernel will use (described as `used` in messages). Two descriptions agree
+// when they split the tokens into the same non-empty sequences, so
+// zero-length entries and bucket padding change nothing. Reads device
+// tensors on the host.
+absl::Status CheckUnusedBoundariesAgree(const ResolveContext& ctx,
+                                        const std::vector<int64_t>& offsets,
+                                        absl::string_view used, unsigned unused);
 
 // Hardened: the graph-mode list check, naming the value and the layout.
 absl::Status CheckGraphModeList(const Value& cu_seqlens, absl::string_view layout);

@@ -41,24 +41,28 @@ absl::StatusOr<TritonArgs> ResolveFaithful(const ResolveContext& ctx) {
     ctx.Note("source: cu_seqlens via resolve_seqlens, neither cast nor moved");
     VARLEN_ASSIGN_OR_RETURN(
         Tensor cu, ResolveSeqlens(call.cu_seqlens, call.bsz, call.seq_len, call.q.device()));
-    const Value sequence_lengths = ctx.kwargs.get("sequence_lengths");
-    if (sequence_lengths.is_none()) {
-      args.seq_lens = Value::FromTensor(Diff(cu));
-    } else if (!sequence_lengths.is_tensor()) {
-      return PythonError(
-          PyErrorKind::kAttributeError,
-          absl::StrCat("'", sequence_lengths.TypeName(), "' object has no attribute 'to'"));
+    // Given lengths go to q's device as int32; derived ones too since
+    // 0.5.23 (before, they kept cu_seqlens' device and dtype).
+    Value seq_lens = ctx.kwargs.get("sequence_lengths");
+    const bool derived = seq_lens.is_none();
+    if (derived) seq_lens = Value::FromTensor(Diff(cu));
+    if (!seq_lens.is_tensor()) {
+      return PythonError(PyErrorKind::kAttributeError,
+                         absl::StrCat("'", seq_lens.TypeName(), "' object has no attribute 'to'"));
+    }
+    if (derived && !ctx.sglang.triton_moves_derived_seq_lens) {
+      ctx.Note("seq_lens: the cu_seqlens diffs, passed on as computed");
+      args.seq_lens = seq_lens;
     } else {
-      args.seq_lens =
-          Value::FromTensor(To(sequence_lengths.as_tensor(), call.q.device(), DType::kInt32,
-                               "sequence_lengths.to(q.device, torch.int32)"));
+      args.seq_lens = Value::FromTensor(To(seq_lens.as_tensor(), call.q.device(), DType::kInt32,
+                                           "seq_lens.to(device=q.device, dtype=torch.int32)"));
     }
     VARLEN_ASSIGN_OR_RETURN(int64_t max,
                             ResolvePrecomputedMaxSeqlen(cu, ctx.kwargs.get("max_seqlen")));
     args.cu_seqlens = Value::FromTensor(cu);
     args.max_seqlen = Value::Int(max);
   }
-  VARLEN_ASSIGN_OR_RETURN(args.scale, ResolveSoftmaxScale(ctx, call.q.size(-1), "context_attention_fwd", "sm_scale"));
+  VARLEN_ASSIGN_OR_RETURN(args.scale, ResolveSoftmaxScale(ctx, Profile::kTritonAttn));
   return args;
 }
 
@@ -70,7 +74,7 @@ absl::Status CheckLengthsMatchOffsets(const Value& lengths_value, absl::string_v
                        absl::StrCat(name, "=", lengths_value.Repr(), " is a ",
                                     lengths_value.TypeName(), ": it must be an integer tensor"));
   }
-  VARLEN_ASSIGN_OR_RETURN(std::vector<int64_t> lengths, CheckSequenceLengths(lengths_value));
+  VARLEN_ASSIGN_OR_RETURN(std::vector<int64_t> lengths, CheckSequenceLengths(lengths_value, name));
   const std::vector<int64_t> expected = OffsetsToLengths(offsets);
   if (lengths.size() != expected.size()) {
     return PythonError(
@@ -91,7 +95,7 @@ absl::Status CheckLengthsMatchOffsets(const Value& lengths_value, absl::string_v
 
 absl::StatusOr<TritonArgs> ResolveHardened(const ResolveContext& ctx) {
   const AttentionCall& call = ctx.call;
-  VARLEN_ASSIGN_OR_RETURN(const int64_t tokens, CheckQkvShapes(call, /*allow_4d=*/false));
+  VARLEN_ASSIGN_OR_RETURN(const int64_t tokens, CheckQkvShapes(call, {.allow_strided = true}));
   if (!call.forward_metadata.has_value() && call.graph_mode && !ctx.kwargs.contains("output_ws")) {
     return PythonError(PyErrorKind::kValueError,
                        "output_ws is absent: in cuda-graph mode triton_attn writes into a "
@@ -101,6 +105,14 @@ absl::StatusOr<TritonArgs> ResolveHardened(const ResolveContext& ctx) {
       TokenSource source,
       ResolveHardenedTokenSource(ctx, tokens, {"cu_seqlens", "seq_lens", "max_seqlen"}));
   const std::vector<int64_t>& offsets = source.checked.offsets;
+  // The kernel also reads seq_lens (checked against the offsets below); any
+  // other description of the sequences must agree with them.
+  const unsigned seq_lens_source = source.kind == TokenSource::Kind::kMetadata ? kMetadataSeqLens
+                                   : source.kind == TokenSource::Kind::kKwargs
+                                       ? kSequenceLengthsKwarg
+                                       : 0u;
+  VARLEN_RETURN_IF_ERROR(
+      CheckUnusedBoundariesAgree(ctx, offsets, source.name, source.unused & ~seq_lens_source));
   TritonArgs args;
   switch (source.kind) {
     case TokenSource::Kind::kMetadata: {
@@ -165,7 +177,7 @@ absl::StatusOr<TritonArgs> ResolveHardened(const ResolveContext& ctx) {
       CheckOrDeriveMaxSeqlen(ctx, source.max_seqlen, source.checked.longest, source.max_name));
   args.cu_seqlens = Value::FromTensor(source.checked.cu);
   args.max_seqlen = Value::Int(max);
-  VARLEN_ASSIGN_OR_RETURN(args.scale, ResolveSoftmaxScale(ctx, call.q.size(-1), "context_attention_fwd", "sm_scale"));
+  VARLEN_ASSIGN_OR_RETURN(args.scale, ResolveSoftmaxScale(ctx, Profile::kTritonAttn));
   return args;
 }
 

@@ -152,26 +152,27 @@ absl::StatusOr<int64_t> CheckMaxSeqlen(const Value& max_seqlen, int64_t longest,
   return value;
 }
 
-absl::StatusOr<std::vector<int64_t>> CheckSequenceLengths(const Value& sequence_lengths) {
+absl::StatusOr<std::vector<int64_t>> CheckSequenceLengths(const Value& sequence_lengths,
+                                                          absl::string_view name) {
   if (!sequence_lengths.is_tensor()) {
-    return HardenedTypeError(absl::StrCat("sequence_lengths=", sequence_lengths.Repr(), " is a ",
+    return HardenedTypeError(absl::StrCat(name, "=", sequence_lengths.Repr(), " is a ",
                                           sequence_lengths.TypeName(),
                                           ": it must be an integer tensor"));
   }
   const Tensor& t = sequence_lengths.as_tensor();
   if (!IsIntegral(t.dtype())) {
-    return HardenedTypeError(absl::StrCat("sequence_lengths has dtype ", DTypeName(t.dtype()),
-                                          ": it must be int32 or int64"));
+    return HardenedTypeError(
+        absl::StrCat(name, " has dtype ", DTypeName(t.dtype()), ": it must be int32 or int64"));
   }
-  std::vector<int64_t> lengths = t.ToHostInts("sequence_lengths.tolist()");
+  std::vector<int64_t> lengths = t.ToHostInts(absl::StrCat(name, ".tolist()"));
   for (size_t i = 0; i < lengths.size(); ++i) {
     if (lengths[i] < 0) {
       return HardenedValueError(
-          absl::StrCat("sequence_lengths[", i, "]=", lengths[i], ": lengths must be non-negative"));
+          absl::StrCat(name, "[", i, "]=", lengths[i], ": lengths must be non-negative"));
     }
     if (lengths[i] > kInt32Max) {
-      return HardenedValueError(absl::StrCat("sequence_lengths[", i, "]=", lengths[i],
-                                             " > 2147483647: lengths must fit in int32"));
+      return HardenedValueError(
+          absl::StrCat(name, "[", i, "]=", lengths[i], " > 2147483647: lengths must fit in int32"));
     }
   }
   return lengths;
@@ -208,6 +209,12 @@ std::vector<int64_t> OffsetsToLengths(const std::vector<int64_t>& offsets) {
   std::vector<int64_t> lengths;
   for (size_t i = 1; i < offsets.size(); ++i) lengths.push_back(offsets[i] - offsets[i - 1]);
   return lengths;
+}
+
+std::vector<int64_t> LengthsToOffsets(const std::vector<int64_t>& lengths) {
+  std::vector<int64_t> offsets = {0};
+  for (int64_t length : lengths) offsets.push_back(offsets.back() + length);
+  return offsets;
 }
 
 }  // namespace varlen

@@ -17,7 +17,7 @@ struct KindName {
   absl::StatusCode code;
 };
 
-constexpr std::array<KindName, 8> kKinds = {{
+constexpr std::array<KindName, 9> kKinds = {{
     {PyErrorKind::kRuntimeError, "RuntimeError", absl::StatusCode::kFailedPrecondition},
     {PyErrorKind::kTypeError, "TypeError", absl::StatusCode::kInvalidArgument},
     {PyErrorKind::kValueError, "ValueError", absl::StatusCode::kInvalidArgument},
@@ -25,6 +25,7 @@ constexpr std::array<KindName, 8> kKinds = {{
     {PyErrorKind::kAttributeError, "AttributeError", absl::StatusCode::kInvalidArgument},
     {PyErrorKind::kOverflowError, "OverflowError", absl::StatusCode::kOutOfRange},
     {PyErrorKind::kIndexError, "IndexError", absl::StatusCode::kOutOfRange},
+    {PyErrorKind::kZeroDivisionError, "ZeroDivisionError", absl::StatusCode::kInvalidArgument},
     {PyErrorKind::kException, "Exception", absl::StatusCode::kUnavailable},
 }};
 

@@ -64,6 +64,7 @@ Tensor Tensor::ShapeOnly(DType dtype, Device device, Shape shape) {
   t.device_ = device;
   t.strides_ = ContiguousStrides(shape);
   t.shape_ = std::move(shape);
+  t.storage_elements_ = t.numel();
   return t;
 }
 
@@ -120,6 +121,23 @@ Tensor Tensor::Reshape(Shape shape) const {
   Tensor t = *this;
   t.strides_ = ContiguousStrides(shape);
   t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::AsStrided(Shape shape, Shape strides, int64_t offset) const {
+  assert(shape.size() == strides.size() && offset >= 0);
+  [[maybe_unused]] bool empty = false;
+  [[maybe_unused]] int64_t last = offset_ + offset;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    assert(shape[i] >= 0 && strides[i] >= 0);
+    empty |= shape[i] == 0;
+    last += (shape[i] - 1) * strides[i];
+  }
+  assert(empty || last < storage_elements_);
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  t.strides_ = std::move(strides);
+  t.offset_ = offset_ + offset;
   return t;
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "varlen/core/device_ledger.h"
@@ -28,6 +30,26 @@ Tensor To(const Tensor& t, Device device, DType dtype, absl::string_view what) {
       out.SetDoubleAt(i, t.DoubleAt(i));
     } else {
       out.SetIntAt(i, t.IntAt(i));
+    }
+  }
+  return out;
+}
+
+Tensor Contiguous(const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  if (!t.has_storage()) return Tensor::ShapeOnly(t.dtype(), t.device(), t.shape());
+  Tensor out = Tensor::Zeros(t.dtype(), t.device(), t.shape());
+  const size_t size = DTypeSize(t.dtype());
+  const unsigned char* from = t.data<unsigned char>();
+  unsigned char* to = out.mutable_data<unsigned char>();
+  std::vector<int64_t> index(t.shape().size(), 0);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    int64_t source = 0;
+    for (size_t d = 0; d < index.size(); ++d) source += index[d] * t.strides()[d];
+    std::memcpy(to + i * size, from + source * size, size);
+    for (size_t d = index.size(); d-- > 0;) {  // the next index in row-major order
+      if (++index[d] < t.shape()[d]) break;
+      index[d] = 0;
     }
   }
   return out;

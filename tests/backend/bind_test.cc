@@ -48,12 +48,17 @@ AttentionCall MakeCall(int64_t tokens, int64_t heads, int64_t kv_heads, int64_t 
 ResolvedArgs ResolveOrDie(const AttentionCall& call, Profile profile) {
   Resolution r = Resolve(call, profile, Mode::kFaithful);
   EXPECT_TRUE(r.status.ok()) << FormatPythonError(r.status);
-  if (!r.args.has_value()) return ResolvedArgs{Fa3Args{}};
-  return *r.args;
+  if (r.args.has_value()) return *r.args;
+  ResolvedArgs unresolved;  // the test has already failed
+  unresolved.args = Fa3Args{};
+  unresolved.q = call.q;
+  unresolved.k = call.k;
+  unresolved.v = call.v;
+  return unresolved;
 }
 
 absl::StatusOr<KernelCall> Bind(const AttentionCall& call, Profile profile) {
-  return BindForKernel(call, ResolveOrDie(call, profile));
+  return BindForKernel(ResolveOrDie(call, profile));
 }
 
 template <typename Field>
@@ -384,6 +389,12 @@ std::vector<int64_t> TokenStarts(const VarlenAttentionParams& p) {
   return starts;
 }
 
+std::vector<int64_t> KeyStarts(const VarlenAttentionParams& p) {
+  std::vector<int64_t> starts;
+  for (int b = 0; b < p.batch; ++b) starts.push_back(p.k_start[b] / p.k_token_stride);
+  return starts;
+}
+
 TEST(BindSdpaTest, FlattenBatchIsBlockDiagonalOverCuSeqlens) {
   AttentionCall call = MakeCall(10, 2, 2, 4, 4);
   call.sdpa.flatten_batch = true;
@@ -394,20 +405,39 @@ TEST(BindSdpaTest, FlattenBatchIsBlockDiagonalOverCuSeqlens) {
   const VarlenAttentionParams p = kernel->params();
   EXPECT_THAT(TokenStarts(p), ElementsAre(0, 3, 8));
   EXPECT_THAT(Array(p, &VarlenAttentionParams::seqlen_q), ElementsAre(3, 5, 2));
+  EXPECT_THAT(Array(p, &VarlenAttentionParams::seqlen_k), ElementsAre(3, 5, 2));
   EXPECT_EQ(p.max_rows_q, kUnlimited);
-  EXPECT_DOUBLE_EQ(p.softmax_scale, 0.5);
-  EXPECT_EQ(kernel->description(), "scaled_dot_product_attention with a boolean mask");
+  EXPECT_DOUBLE_EQ(p.softmax_scale, 0.5);  // the construction scale, 1/sqrt(4)
+  EXPECT_EQ(kernel->description(),
+            "scaled_dot_product_attention with a boolean mask over 1 item of 10 tokens");
 }
 
-TEST(BindSdpaTest, BlockDiagonalCoversOnlyTheRowsCuSeqlensName) {
+TEST(BindSdpaTest, RowsOutsideEveryBlockGetNoKeys) {
+  // torch's SDPA writes 0 for a row whose mask is all False.
   AttentionCall call = MakeCall(10, 1, 1, 4, 4);
   call.sdpa.flatten_batch = true;
   call.cu_seqlens = IntTensor({0, 3, 3, 6});
   absl::StatusOr<KernelCall> kernel = Bind(call, Profile::kSdpa);
   ASSERT_TRUE(kernel.ok()) << kernel.status();
   const VarlenAttentionParams p = kernel->params();
-  EXPECT_THAT(TokenStarts(p), ElementsAre(0, 3));
-  EXPECT_THAT(Array(p, &VarlenAttentionParams::seqlen_q), ElementsAre(3, 3));
+  EXPECT_THAT(TokenStarts(p), ElementsAre(0, 3, 6));
+  EXPECT_THAT(Array(p, &VarlenAttentionParams::seqlen_q), ElementsAre(3, 3, 4));
+  EXPECT_THAT(Array(p, &VarlenAttentionParams::seqlen_k), ElementsAre(3, 3, 0));
+}
+
+TEST(BindSdpaTest, OverlappingBlocksGiveEachRowTheUnionOfItsBlocks) {
+  // A non-monotone cu_seqlens makes blocks [0, 5) and [3, 8): rows 3 and 4
+  // sit in both and attend to keys [0, 8).
+  AttentionCall call = MakeCall(8, 1, 1, 4, 4);
+  call.sdpa.flatten_batch = true;
+  call.cu_seqlens = IntTensor({0, 5, 3, 8});
+  absl::StatusOr<KernelCall> kernel = Bind(call, Profile::kSdpa);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  const VarlenAttentionParams p = kernel->params();
+  EXPECT_THAT(TokenStarts(p), ElementsAre(0, 3, 5));
+  EXPECT_THAT(Array(p, &VarlenAttentionParams::seqlen_q), ElementsAre(3, 2, 3));
+  EXPECT_THAT(KeyStarts(p), ElementsAre(0, 0, 3));
+  EXPECT_THAT(Array(p, &VarlenAttentionParams::seqlen_k), ElementsAre(5, 8, 5));
 }
 
 TEST(BindSdpaTest, PaddingMaskGivesOneSequencePerItem) {
@@ -418,25 +448,28 @@ TEST(BindSdpaTest, PaddingMaskGivesOneSequencePerItem) {
   call.cu_seqlens = IntTensor({0, 3, 7});
   absl::StatusOr<KernelCall> kernel = Bind(call, Profile::kSdpa);
   ASSERT_TRUE(kernel.ok()) << kernel.status();
-  EXPECT_THAT(TokenStarts(kernel->params()), ElementsAre(0, 4));
-  EXPECT_THAT(Array(kernel->params(), &VarlenAttentionParams::seqlen_q), ElementsAre(3, 4));
+  // Item 0 keeps 3 rows and keys; its last row has none (written as 0).
+  EXPECT_THAT(TokenStarts(kernel->params()), ElementsAre(0, 3, 4));
+  EXPECT_THAT(Array(kernel->params(), &VarlenAttentionParams::seqlen_q), ElementsAre(3, 1, 4));
+  EXPECT_THAT(Array(kernel->params(), &VarlenAttentionParams::seqlen_k), ElementsAre(3, 0, 4));
 
   // A length beyond the item is clamped to the item.
   call.cu_seqlens = IntTensor({0, 6, 7});
   kernel = Bind(call, Profile::kSdpa);
   ASSERT_TRUE(kernel.ok()) << kernel.status();
-  EXPECT_THAT(Array(kernel->params(), &VarlenAttentionParams::seqlen_q), ElementsAre(4, 1));
+  EXPECT_THAT(Array(kernel->params(), &VarlenAttentionParams::seqlen_q), ElementsAre(4, 1, 3));
+  EXPECT_THAT(Array(kernel->params(), &VarlenAttentionParams::seqlen_k), ElementsAre(4, 1, 0));
 }
 
-TEST(BindSdpaTest, DefaultConstructionUsesThePaddingMask) {
-  // flatten_batch defaults to False: with bsz 1 the padding mask covers only
-  // the first sequence's rows and keys.
-  AttentionCall call = MakeCall(10, 1, 1, 4, 4);
-  call.cu_seqlens = IntTensor({0, 3, 8, 10});
+TEST(BindSdpaTest, OnePaddingItemBroadcastsToEveryBatchItem) {
+  AttentionCall call = MakeCall(8, 1, 1, 4, 4);
+  call.bsz = 2;
+  call.seq_len = 4;
+  call.cu_seqlens = IntTensor({0, 2});
   absl::StatusOr<KernelCall> kernel = Bind(call, Profile::kSdpa);
   ASSERT_TRUE(kernel.ok()) << kernel.status();
-  EXPECT_THAT(TokenStarts(kernel->params()), ElementsAre(0));
-  EXPECT_THAT(Array(kernel->params(), &VarlenAttentionParams::seqlen_q), ElementsAre(3));
+  EXPECT_THAT(TokenStarts(kernel->params()), ElementsAre(0, 2, 4, 6));
+  EXPECT_THAT(Array(kernel->params(), &VarlenAttentionParams::seqlen_k), ElementsAre(2, 0, 2, 0));
 }
 
 TEST(BindSdpaTest, NoCuSeqlensMeansEachItemAttendsToItself) {
@@ -455,14 +488,40 @@ TEST(BindSdpaTest, NoCuSeqlensMeansEachItemAttendsToItself) {
   EXPECT_THAT(Array(kernel->params(), &VarlenAttentionParams::seqlen_q), ElementsAre(4, 4));
 }
 
-TEST(BindSdpaTest, TokensThatDoNotSplitIntoItemsFail) {
-  AttentionCall call = MakeCall(10, 1, 1, 4, 4);
-  call.sdpa.flatten_batch = false;
-  call.bsz = 3;
-  call.seq_len = 3;
-  EXPECT_EQ(ErrorText(Bind(call, Profile::kSdpa)),
-            "RuntimeError: einops: cannot split 10 tokens into bsz=3 equal items");
+TEST(BindSdpaTest, SinglePrecisionEmptyRowsFollowTheDtype) {
+  // Rows outside the mask: bfloat16 and float32 average the item's values
+  // (the library writes them after the kernel), float16 attends to the whole
+  // item, float64 is NaN everywhere.
+  auto bind = [](DType dtype) {
+    AttentionCall call = MakeCall(6, 1, 1, 2, 2);
+    for (Tensor* t : {&call.q, &call.k, &call.v}) {
+      *t = Tensor::Zeros(dtype, kCuda, t->shape());
+    }
+    for (int64_t i = 0; i < call.v.numel(); ++i) call.v.SetDoubleAt(i, static_cast<double>(i));
+    call.sdpa.flatten_batch = true;
+    call.sdpa.softmax_in_single_precision = true;
+    call.cu_seqlens = IntTensor({0, 2});
+    return Bind(call, Profile::kSdpa);
+  };
+  absl::StatusOr<KernelCall> bf16 = bind(DType::kBFloat16);
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  EXPECT_THAT(Array(bf16->params(), &VarlenAttentionParams::seqlen_q), ElementsAre(2));
+  bf16->ApplyEpilogue();
+  // Mean of v over the 6 tokens: dim 0 holds 0, 2, ..., 10 -> 5 (weights 1/6 in bf16).
+  EXPECT_NEAR(bf16->output().DoubleAt(2 * 2), 5.0, 0.05);
+
+  absl::StatusOr<KernelCall> f16 = bind(DType::kFloat16);
+  ASSERT_TRUE(f16.ok()) << f16.status();
+  EXPECT_THAT(Array(f16->params(), &VarlenAttentionParams::seqlen_q), ElementsAre(2, 4));
+  EXPECT_THAT(Array(f16->params(), &VarlenAttentionParams::seqlen_k), ElementsAre(2, 6));
+
+  absl::StatusOr<KernelCall> f64 = bind(DType::kFloat64);
+  ASSERT_TRUE(f64.ok()) << f64.status();
+  EXPECT_EQ(f64->params().batch, 0);
+  f64->ApplyEpilogue();
+  EXPECT_TRUE(std::isnan(f64->output().DoubleAt(0)));
 }
+
 
 // ---------------------------------------------------------------------------
 // BindGroundTruth

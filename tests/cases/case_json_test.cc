@@ -86,7 +86,7 @@ TEST(ParseCaseTest, UnknownTopLevelField) {
   j["expected"] = "success";
   EXPECT_EQ(ErrorFor(j),
             "x.json: $.expected: unknown field (expected one of: name, source, description, "
-            "mode, geometry, data, call, expect)");
+            "sglang, mode, geometry, data, call, expect)");
 }
 
 TEST(ParseCaseTest, UnknownNestedFields) {
@@ -100,7 +100,8 @@ TEST(ParseCaseTest, UnknownNestedFields) {
   j["call"]["max_seqlen"] = 5;
   EXPECT_EQ(ErrorFor(j),
             "x.json: $.call.max_seqlen: unknown field (expected one of: profile, entry, "
-            "graph_mode, layout, bsz, seq_len, cu_seqlens, forward_metadata, kwargs, sdpa)");
+            "graph_mode, layout, rotary, bsz, seq_len, cu_seqlens, forward_metadata, kwargs, "
+            "sdpa)");
 
   j = Minimal();
   j["data"] = {{"sead", 1}};
@@ -146,7 +147,7 @@ TEST(ParseCaseTest, UnknownNestedFields) {
   j["call"]["sdpa"] = {{"flatten", true}};
   EXPECT_EQ(ErrorFor(j),
             "x.json: $.call.sdpa.flatten: unknown field (expected one of: flatten_batch, "
-            "softmax_in_single_precision)");
+            "softmax_in_single_precision, softmax_scale)");
 }
 
 TEST(ParseCaseTest, MissingRequiredField) {
@@ -362,7 +363,7 @@ TEST(ParseCaseTest, ErrorAndMessageOnlyWithErrorOutcome) {
   EXPECT_EQ(ErrorFor(j),
             "x.json: $.expect.error: \"KeyError\" is not a Python error kind this harness models "
             "(RuntimeError, TypeError, ValueError, AssertionError, AttributeError, OverflowError, "
-            "IndexError, Exception)");
+            "IndexError, ZeroDivisionError, Exception)");
 
   j["expect"] = {{"outcome", "failure"}};
   EXPECT_EQ(ErrorFor(j),

@@ -550,8 +550,8 @@ TEST(ReportTest, TextShowsThePythonErrorOnALineOfItsOwn) {
   const std::string text = FormatOutcomeText(c, "x.json", o);
   EXPECT_THAT(text, StartsWith("case flashinfer-cudnn-seed-missing-sequence-lengths  (x.json)\n"));
   EXPECT_THAT(text, HasSubstr("\n  source:     SGLang #19003; contract rule 11\n"));
-  EXPECT_THAT(text, HasSubstr("\n  call:       flashinfer_cudnn faithful, direct, backend "
-                              "cpu_reference\n"));
+  EXPECT_THAT(text, HasSubstr("\n  call:       flashinfer_cudnn faithful (SGLang 0.5.23), direct, "
+                              "backend cpu_reference\n"));
   EXPECT_THAT(text, HasSubstr("\n  geometry:   seq_lens [48, 72], heads 16/16, head_dim 72/72, "
                               "bfloat16\n"));
   EXPECT_THAT(text, HasSubstr("\n  outcome:    error raised by the resolution\n"));

@@ -57,6 +57,13 @@ VisionAttentionMetadata Built(const std::vector<int64_t>& cu, int64_t elem_per_t
                             : *PrepareVisionAttentionMetadata(offsets, kCuda, {}, mode);
 }
 
+// Metadata built from the very tensor `cu` (a Value holding it).
+VisionAttentionMetadata BuiltFrom(const Value& cu, int64_t elem_per_token) {
+  return elem_per_token > 0
+             ? *PrepareFlashinferCudnnMetadata(cu, kCuda, elem_per_token, Mode::kHardened)
+             : *PrepareVisionAttentionMetadata(cu, kCuda, {}, Mode::kHardened);
+}
+
 template <typename T>
 const T& ArgsOf(const Resolution& r) {
   return std::get<T>(r.args->args);
@@ -302,12 +309,14 @@ TEST(HardenedGraphSafety, StampedBuilderMetadataNeedsNoDeviceWork) {
     Profile profile;
     AttentionCall call;
   };
+  // Models hand the builder and every layer the same cu_seqlens tensor.
   AttentionCall fa3 = SmallCall();
-  fa3.forward_metadata = Built({0, 3, 8, 10}, 0);
+  fa3.forward_metadata = BuiltFrom(fa3.cu_seqlens, 0);
   AttentionCall triton = SmallCall();
-  triton.forward_metadata = Built({0, 3, 8, 10}, 0);
+  triton.forward_metadata = BuiltFrom(triton.cu_seqlens, 0);
   AttentionCall flashinfer = FlashinferCall();
   flashinfer.forward_metadata = Built({0, 480, 1200}, 1536);
+  flashinfer.cu_seqlens = Value::None();
   for (const Case& c : std::vector<Case>{{Profile::kFa3, fa3},
                                          {Profile::kTritonAttn, triton},
                                          {Profile::kFlashinferCudnn, flashinfer}}) {
@@ -334,11 +343,24 @@ TEST(HardenedGraphSafety, StampedFlashinferMetadataResolvesToTheBuilderValues) {
 
 TEST(HardenedGraphSafety, UnstampedMetadataIsValidatedOnTheHost) {
   AttentionCall call = SmallCall();
+  call.cu_seqlens = Value::None();
   call.forward_metadata = Built({0, 3, 8, 10}, 0, Mode::kFaithful);
   Resolution r = Resolve(call, Profile::kFa3, Mode::kHardened);
   ASSERT_TRUE(r.status.ok()) << FormatPythonError(r.status);
-  EXPECT_EQ(r.counts().host_syncs, 1);  // cu read once to validate it
+  // cu read once to validate it, seq_lens (which fa3 ignores) once to check
+  // that it agrees.
+  EXPECT_EQ(r.counts().host_syncs, 2);
   EXPECT_EQ(ArgsOf<Fa3Args>(r).max_seqlen.as_int(), 5);
+}
+
+TEST(HardenedGraphSafety, AnotherCuSeqlensBesideStampedMetadataIsRead) {
+  // A second, separate description of the boundaries has to be read to be
+  // compared: a host sync, reported as such.
+  AttentionCall call = SmallCall();
+  call.forward_metadata = Built({0, 3, 8, 10}, 0);
+  Resolution r = Resolve(call, Profile::kFa3, Mode::kHardened);
+  ASSERT_TRUE(r.status.ok()) << FormatPythonError(r.status);
+  EXPECT_EQ(r.counts().host_syncs, 1);
 }
 
 // Hardened never lets through what faithful lets through silently ---------------------------

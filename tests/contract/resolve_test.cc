@@ -337,6 +337,7 @@ TEST(ResolveTriton, MetadataWinsOverGraphModeWithoutOutputWs) {
 TEST(ResolveTriton, KwargsCuIsNeitherCastNorMoved) {
   for (Entry entry : {Entry::kDirect, Entry::kLayer}) {
     AttentionCall call = Call(entry, DType::kInt64, kCpu);
+    call.sglang = SglangVersion::k0026249;
     Resolution r;
     auto args = ResolveOk<TritonArgs>(call, Profile::kTritonAttn, &r);
     EXPECT_TRUE(args.cu_seqlens.as_tensor().SharesStorageWith(call.cu_seqlens.as_tensor()));
@@ -345,7 +346,23 @@ TEST(ResolveTriton, KwargsCuIsNeitherCastNorMoved) {
     EXPECT_THAT(Ints(args.seq_lens), ElementsAre(3, 5, 2));
     EXPECT_EQ(args.max_seqlen.as_int(), 5);
     EXPECT_THAT(r.events, IsEmpty());  // the max reduces a host cu
+    // The derived lengths stay where cu_seqlens is, in its dtype.
+    EXPECT_EQ(args.seq_lens.as_tensor().dtype(), DType::kInt64);
+    EXPECT_EQ(args.seq_lens.as_tensor().device(), kCpu);
   }
+}
+
+TEST(ResolveTriton, DerivedSeqLensMoveToQsDeviceSince0523) {
+  AttentionCall call = Call(Entry::kDirect, DType::kInt64, kCpu);
+  call.sglang = SglangVersion::k0_5_23;
+  Resolution r;
+  auto args = ResolveOk<TritonArgs>(call, Profile::kTritonAttn, &r);
+  // cu_seqlens itself is still neither cast nor moved.
+  EXPECT_TRUE(args.cu_seqlens.as_tensor().SharesStorageWith(call.cu_seqlens.as_tensor()));
+  EXPECT_EQ(args.seq_lens.as_tensor().dtype(), DType::kInt32);
+  EXPECT_EQ(args.seq_lens.as_tensor().device(), kCuda);
+  EXPECT_THAT(Ints(args.seq_lens), ElementsAre(3, 5, 2));
+  EXPECT_EQ(r.counts(), (DeviceEventCounts{.host_to_device_copies = 1, .casts = 1}));
 }
 
 TEST(ResolveTriton, MaxDerivedFromDeviceCuCostsOneSync) {

@@ -714,10 +714,21 @@ TEST(ContractRule22, AscendActualSeqLengthsAreCumulativeEnds) {
     EXPECT_THAT(*ends, ElementsAre(3, 8, 10));
     EXPECT_EQ(ledger.counts().host_syncs, device == kCuda ? 1 : 0);
   }
-  ExpectPyError(
-      AscendActualSeqLengths(IntTensor({0, 100, 264}, DType::kInt32, kCpu), 1000).status(),
-      PyErrorKind::kRuntimeError,
-      "queryT(1000) must be equal to the last element of actualSequenceLengthQ(264)");
+  ExpectPyError(AscendActualSeqLengths(IntTensor({0, 100, 264}, DType::kInt32, kCpu), 1000,
+                                       SglangVersion::k0026249)
+                    .status(),
+                PyErrorKind::kRuntimeError,
+                "queryT(1000) must be equal to the last element of actualSequenceLengthQ(264)");
+  // 0.5.23 gathers the real rows of padded images first.
+  absl::StatusOr<std::vector<int64_t>> unpadded = AscendActualSeqLengths(
+      IntTensor({0, 100, 264}, DType::kInt32, kCpu), 1000, SglangVersion::k0_5_23);
+  ASSERT_TRUE(unpadded.ok()) << unpadded.status();
+  EXPECT_THAT(*unpadded, ElementsAre(100, 264));
+  ExpectPyError(AscendActualSeqLengths(IntTensor({0, 1200}, DType::kInt32, kCpu), 1000,
+                                       SglangVersion::k0_5_23)
+                    .status(),
+                PyErrorKind::kRuntimeError,
+                "queryT(1000) must be equal to the last element of actualSequenceLengthQ(1200)");
 }
 
 // Rule 23 is numerical (backend output against a reference); the kernel tests cover it.
@@ -807,11 +818,21 @@ TEST(ContractRule26, BackendSelectionAndWrongPlatformConstructors) {
       {{.kind = Kind::kCpu}, "sdpa"},
       {{.kind = Kind::kXpu}, "triton_attn"},
   };
+  // The documented commit's table.
   for (const Default& d : defaults) {
-    absl::StatusOr<std::string> backend =
-        DetermineAttentionBackend(d.platform, std::nullopt, std::nullopt);
+    absl::StatusOr<std::string> backend = DetermineAttentionBackend(
+        d.platform, std::nullopt, std::nullopt, SglangVersion::k0026249);
     ASSERT_TRUE(backend.ok()) << backend.status();
     EXPECT_EQ(*backend, d.backend);
+  }
+  // 0.5.23 defaults sm103 to fa4 and XPU to xpu_attn; the rest is unchanged.
+  for (const Default& d : defaults) {
+    absl::StatusOr<std::string> backend = DetermineAttentionBackend(
+        d.platform, std::nullopt, std::nullopt, SglangVersion::k0_5_23);
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    const bool sm103 = d.platform.kind == Kind::kCuda && d.platform.major == 10;
+    const bool xpu = d.platform.kind == Kind::kXpu;
+    EXPECT_EQ(*backend, sm103 ? "fa4" : xpu ? "xpu_attn" : d.backend);
   }
   const Platform hopper{.kind = Kind::kCuda, .major = 9};
   const Platform blackwell{.kind = Kind::kCuda, .major = 10, .minor = 0};

@@ -28,6 +28,7 @@ constexpr KindCase kAllKinds[] = {
     {PyErrorKind::kAttributeError, "AttributeError"},
     {PyErrorKind::kOverflowError, "OverflowError"},
     {PyErrorKind::kIndexError, "IndexError"},
+    {PyErrorKind::kZeroDivisionError, "ZeroDivisionError"},
     {PyErrorKind::kException, "Exception"},
 };
 

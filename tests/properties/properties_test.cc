@@ -51,11 +51,12 @@ struct Forward {
 Forward RunForward(const AttentionCall& call, Profile profile, Mode mode) {
   const Resolution r = Resolve(call, profile, mode);
   if (!r.status.ok()) RC_FAIL(FormatPythonError(r.status));
-  absl::StatusOr<KernelCall> kernel = BindForKernel(call, *r.args);
+  absl::StatusOr<KernelCall> kernel = BindForKernel(*r.args);
   if (!kernel.ok()) RC_FAIL(std::string(kernel.status().message()));
   const absl::Status bounds = CheckKernelBounds(kernel->params());
   if (!bounds.ok()) RC_FAIL(std::string(bounds.message()));
   ReferenceAttention(kernel->params(), ReferencePrecision::kFloat64);
+  kernel->ApplyEpilogue();
   Forward f;
   f.resolved = ResolvedArgsToJson(*r.args).dump();
   for (int64_t i = 0; i < kernel->output().numel(); ++i)

@@ -8,11 +8,13 @@
 //
 // This is where resolved-but-wrong arguments become wrong numbers, the way
 // they do on a GPU:
-//   * flashinfer_cudnn reads k at the q/k element offsets and truncates
+//   * flashinfer_cudnn reads k at the q/k element offsets, addresses q, k
+//     and v as dense [T, H, D] whatever their strides, and truncates
 //     sequences longer than max_token_per_sequence;
 //   * fa3 and triton_attn launch ceil(max_seqlen / block) row blocks, so rows
 //     beyond that are never written;
-//   * sdpa's mask covers only the rows its cu_seqlens name.
+//   * sdpa's mask gives each row the keys its cu_seqlens name (a row whose
+//     mask is all False gets no key, or equal weights in single precision).
 // Entry checks the real kernels make (FlashAttention's int32 cu_seqlens
 // check, Triton's refusal of host pointers) fail here with their messages.
 // Those messages are modelled on the libraries' source, not run.
@@ -58,19 +60,31 @@ class KernelCall {
   const Shape& result_shape() const { return result_shape_; }
   const std::string& description() const { return description_; }
 
+  // Writes the output rows the modelled library computes around the kernel,
+  // after the kernel ran: torch's single-precision path gives a row whose
+  // mask is all False equal weights over its item's keys (bfloat16,
+  // float32), and every row NaN for float64. A no-op for every other call.
+  void ApplyEpilogue() const;
+
  private:
   friend class KernelCallBuilder;
   VarlenAttentionParams base_;  // everything but the array pointers
   Tensor q_, k_, v_, output_;
   Shape result_shape_;
   std::vector<int64_t> q_start_, k_start_, v_start_, o_start_, seqlen_q_, seqlen_k_;
+  struct HostRows {
+    int64_t o_start, rows, v_start, keys;  // tokens
+    bool nan;                              // NaN rather than the mean of the values
+  };
+  std::vector<HostRows> host_rows_;
   std::string description_;
 };
 
-// Models the kernel entry of `resolved`'s calling convention for the q, k, v
-// of `call`. The output buffer is freshly allocated (callers poison it to
-// catch unwritten elements). Errors are the kernel's own entry checks.
-absl::StatusOr<KernelCall> BindForKernel(const AttentionCall& call, const ResolvedArgs& resolved);
+// Models the kernel entry of `resolved`'s calling convention for the q, k
+// and v the backend received (resolved.q, .k, .v). The output buffer is
+// freshly allocated (callers poison it to catch unwritten elements). Errors
+// are the kernel's own entry checks.
+absl::StatusOr<KernelCall> BindForKernel(const ResolvedArgs& resolved);
 
 // The ground-truth launch: token lengths `lengths` packed back to back, every
 // row computed, the output in `output_dtype`. This is what the float64

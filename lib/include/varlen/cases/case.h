@@ -12,7 +12,8 @@
 //   call         what the caller hands the backend: calling convention,
 //                entry, cu_seqlens, prepared metadata, keyword arguments, each
 //                spelled as the exact Python value (ArgLiteral).
-//   mode         faithful (SGLang as it is) or hardened (validate everything).
+//   mode         faithful (SGLang as it is, in a named version) or hardened
+//                (validate everything; version-independent).
 //   expect       what must happen: an exact error, success, or a silent
 //                corruption that faithful mode reproduces.
 //
@@ -128,15 +129,21 @@ struct MetadataSpec {
 absl::string_view MetadataBuilderName(MetadataSpec::Builder builder);
 
 enum class QLayout {
-  kPacked,   // [T, H, D]
-  kBatched,  // [bsz, seq_len, H, D], flattened by flashinfer_cudnn
+  kPacked,    // [T, H, D], contiguous
+  kBatched,   // [bsz, seq_len, H, D], flattened by flashinfer_cudnn
+  kFusedQkv,  // column views of one [T, (H + 2*KV) * D] projection output,
+              // as qkv.split() makes them: token stride (H + 2*KV) * D
 };
+
+absl::string_view QLayoutName(QLayout layout);  // "packed", "batched", "fused_qkv"
+absl::StatusOr<QLayout> ParseQLayout(absl::string_view name);
 
 struct CallSpec {
   Profile profile = Profile::kFa3;
   Entry entry = Entry::kDirect;
   bool graph_mode = false;
   QLayout layout = QLayout::kPacked;
+  bool rotary = false;             // layer entry: rotary embeddings rebuild q and k
   std::optional<int64_t> bsz;      // 1 when unset
   std::optional<int64_t> seq_len;  // total tokens / bsz when unset
   ArgLiteral cu_seqlens;           // None when unset
@@ -167,11 +174,15 @@ struct Case {
   std::string source;  // issue, PR or contract rule it comes from
   std::string description;
   Mode mode = Mode::kFaithful;
+  // The SGLang version faithful mode reproduces; unset runs the latest.
+  std::optional<SglangVersion> sglang;
   Geometry geometry;
   DataSpec data;
   CallSpec call;
   std::optional<Expectation> expect;
   bool operator==(const Case&) const = default;
+
+  SglangVersion sglang_version() const { return sglang.value_or(kLatestSglangVersion); }
 };
 
 }  // namespace varlen

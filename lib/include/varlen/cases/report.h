@@ -9,6 +9,7 @@
 #define VARLEN_CASES_REPORT_H_
 
 #include <string>
+#include <vector>
 
 #include "nlohmann/json.hpp"
 #include "varlen/cases/case.h"
@@ -32,6 +33,22 @@ std::string FormatOutcomeText(const Case& c, const std::string& origin, const Ou
 
 nlohmann::ordered_json OutcomeToJson(const Case& c, const std::string& origin,
                                      const Outcome& outcome);
+
+// How one case's outcome changed from one SGLang version to the next (the
+// triage view of `varlen repro --sglang=all`).
+struct VersionDifference {
+  // "fixed in 0.5.23" (it failed before and succeeds now), "new in 0.5.23"
+  // (it succeeded before and fails now) or "changed in 0.5.23"; empty when
+  // nothing differs.
+  std::string summary;
+  // One entry per field that differs: "resolved.seq_lens: {...} -> {...}".
+  std::vector<std::string> fields;
+};
+
+// Compares the outcome, the error, the resolved arguments and the device
+// event counts of one case run under two versions.
+VersionDifference CompareVersions(const Outcome& before, const Outcome& after,
+                                  SglangVersion after_version);
 
 }  // namespace varlen
 

@@ -35,7 +35,10 @@ class Prng {
 enum class SynthStream : uint64_t { kQ = 1, kK = 2, kV = 3 };
 
 struct QkvTensors {
-  Tensor q, k, v;  // [T, H, D] (or [bsz, s, H, D] for the batched layout)
+  // [T, H, D] (or [bsz, s, H, D] for the batched layout; strided views of
+  // one buffer for the fused_qkv layout). The values do not depend on the
+  // layout.
+  Tensor q, k, v;
 };
 
 // Allocates and fills q, k and v for `c` on the cuda device tag, rounded to

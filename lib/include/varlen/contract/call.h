@@ -15,9 +15,11 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "varlen/contract/sglang_version.h"
 #include "varlen/core/tensor.h"
 #include "varlen/core/value.h"
 
@@ -56,9 +58,13 @@ absl::StatusOr<Entry> ParseEntry(absl::string_view name);
 // object against q with host integers only, so it needs no host sync.
 struct MetadataStamp {
   int64_t total_tokens = 0;
-  int64_t batch = 0;           // real sequences, before padding
-  int64_t longest = 0;         // the true maximum sequence length
-  int64_t elem_per_token = 0;  // 0 unless built for flashinfer_cudnn
+  int64_t batch = 0;             // real sequences, before padding
+  int64_t longest = 0;           // the true maximum sequence length
+  int64_t elem_per_token = 0;    // 0 unless built for flashinfer_cudnn
+  std::vector<int64_t> offsets;  // the validated token offsets, read on the host
+  // The cu_seqlens tensor the builder was given: a caller that hands the same
+  // tensor to the layer describes the same sequences (no need to read it).
+  Tensor input;
 };
 
 // SGLang's VisionAttentionMetadata. Builders fill it with tensors and ints;
@@ -79,12 +85,17 @@ struct VisionAttentionMetadata {
 struct SdpaOptions {
   bool flatten_batch = false;  // block-diagonal mask over cu_seqlens
   bool softmax_in_single_precision = false;
+  // The constructor's softmax_scale; unset is None (1 / math.sqrt(head_dim)).
+  // Through the layer, VisionAttention passes its own softmax_scale instead.
+  std::optional<double> softmax_scale;
   bool operator==(const SdpaOptions&) const = default;
 };
 
 // Everything a caller hands to a backend's forward().
 struct AttentionCall {
-  Tensor q, k, v;  // [T, H, D], or [b, s, H, D] (flashinfer_cudnn only)
+  // [T, H, D], or [b, s, H, D] (flashinfer_cudnn only). Views of one fused
+  // projection output are strided: their token stride is (H + 2*KV) * D.
+  Tensor q, k, v;
   int64_t bsz = 1;
   int64_t seq_len = 0;  // the layer passes s = tokens per batch item
   Value cu_seqlens;     // None, a Tensor, a SingletonCache or a list
@@ -92,7 +103,11 @@ struct AttentionCall {
   Kwargs kwargs;  // sequence_lengths, max_seqlen, output_ws, softmax_scale
   Entry entry = Entry::kDirect;
   bool graph_mode = false;  // SGLANG_VIT_ENABLE_CUDA_GRAPH
+  // Through the layer: rotary position embeddings replace q and k with new
+  // dense tensors (v stays as the projection left it).
+  bool rotary = false;
   SdpaOptions sdpa;
+  SglangVersion sglang = kLatestSglangVersion;  // what faithful mode reproduces
 };
 
 }  // namespace varlen

@@ -68,22 +68,37 @@ struct TritonArgs {
   double scale = 0.0;
 };
 
-// The SDPA backend's mask, read on the host from cu_seqlens.
+// The SDPA backend's boolean mask, built on the host from cu_seqlens, and
+// the torch path that applies it (modelled on torch 2.15 on the CPU).
 struct SdpaArgs {
   enum class Mask {
-    kBlockDiagonal,  // flatten_batch: one block per cu_seqlens segment
-    kPadding,        // per batch item: (row < len) & (col < len)
+    kBlockDiagonal,  // flatten_batch: [1, s, s], True on each block (their union)
+    kPadding,        // [n, 1, s, s]: (row < len) & (col < len) per mask item
     kNone,           // no cu_seqlens and no mask: plain attention per item
   };
   Mask mask = Mask::kNone;
-  std::vector<int64_t> cu_seqlens;  // host copy used to build the mask
+  std::vector<int64_t> cu_seqlens;  // host copy the mask is built from (integer values)
+  // kBlockDiagonal: the [begin, end) rows and keys of each block, after
+  // Python's slice clamping to [0, s).
+  std::vector<std::pair<int64_t, int64_t>> blocks;
+  // kPadding: rows (and keys) each mask item keeps, in [0, s]. One item is
+  // broadcast to every batch item; otherwise there is one per batch item.
+  std::vector<int64_t> kept;
   int64_t bsz = 1;
   int64_t tokens_per_item = 0;  // s = q.shape[0] // bsz
   double scale = 0.0;           // the construction-time scale
+  // softmax_in_single_precision: a row whose mask is all False gets equal
+  // weights over the item's keys (the mask adds finfo.min to every logit);
+  // on the SDPA path such a row is 0.
+  bool single_precision = false;
 };
 
 struct ResolvedArgs {
   std::variant<FlashinferCudnnArgs, Fa3Args, TritonArgs, SdpaArgs> args;
+  // The q, k and v the backend receives. Called directly, the caller's;
+  // through the layer, flattened to [T, H, D] and, unless the layer passes
+  // strided views to this backend, contiguous copies.
+  Tensor q, k, v;
 };
 
 // The outcome of one resolution.
@@ -95,6 +110,14 @@ struct Resolution {
 
   DeviceEventCounts counts() const;
 };
+
+// The softmax scale `profile`'s code computes when handed None, bit for bit
+// as Python computes it (C's pow() is what Python's float ** calls):
+//   flashinfer_cudnn  head_size ** -0.5               (SGLang)
+//   fa3               q.shape[-1] ** (-0.5)           (the FlashAttention 3 wrapper)
+//   triton_attn       1.0 / (Lq ** 0.5)               (context_attention_fwd)
+//   sdpa              1.0 / math.sqrt(head_size)      (SGLang's constructor)
+double DefaultSoftmaxScale(Profile profile, int64_t head_dim);
 
 // Resolves `call` for `profile` in `mode`. Never throws; never reads past
 // what it validated.

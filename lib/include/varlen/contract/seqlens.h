@@ -66,8 +66,9 @@ absl::StatusOr<int64_t> CheckMaxSeqlen(const Value& max_seqlen, int64_t longest,
 
 // Sequence lengths (an integer tensor of any shape, read flattened, as
 // `.view(-1)` does) as host integers, each non-negative. Reads the tensor on
-// the host.
-absl::StatusOr<std::vector<int64_t>> CheckSequenceLengths(const Value& sequence_lengths);
+// the host. `name` is the argument as the caller spelled it.
+absl::StatusOr<std::vector<int64_t>> CheckSequenceLengths(
+    const Value& sequence_lengths, absl::string_view name = "sequence_lengths");
 
 // Rule 25: element offsets are int32 in the kernels, so
 // total_tokens * elem_per_token must not exceed INT32_MAX. The names say
@@ -85,6 +86,8 @@ Longest FindLongest(const std::vector<int64_t>& lengths, absl::string_view name)
 
 // Differences of consecutive offsets.
 std::vector<int64_t> OffsetsToLengths(const std::vector<int64_t>& offsets);
+// Running sums of lengths, from 0: [0, l0, l0+l1, ...].
+std::vector<int64_t> LengthsToOffsets(const std::vector<int64_t>& lengths);
 
 }  // namespace varlen
 

@@ -35,6 +35,7 @@ enum class PyErrorKind {
   kAttributeError,
   kOverflowError,
   kIndexError,
+  kZeroDivisionError,
   kException,  // a bare `raise Exception(...)`
 };
 

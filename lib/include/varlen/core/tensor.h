@@ -73,10 +73,20 @@ class Tensor {
   Tensor Reshape(Shape shape) const;
   // Elements [begin, end) of a contiguous tensor, flattened, as a view.
   Tensor Slice(int64_t begin, int64_t end) const;
+  // torch.as_strided: a view of the same storage with any shape and strides,
+  // starting `offset` elements after this tensor's first element (how
+  // `qkv.split(...)` column views of one projection output are made).
+  // REQUIRES: every element of the view lies inside the storage.
+  Tensor AsStrided(Shape shape, Shape strides, int64_t offset) const;
+  // Elements addressable from this tensor's first element to the end of its
+  // storage: what a kernel handed this pointer may touch. numel() for a
+  // tensor that owns its storage; more for a view into a wider buffer.
+  int64_t extent() const { return storage_elements_ - offset_; }
 
-  // Device-side element access (no ledger entry). REQUIRES: has_storage()
-  // and 0 <= i < numel() over the tensor's logical (row-major) order for
-  // contiguous tensors.
+  // Device-side element access (no ledger entry): element `i` of the storage
+  // counted from this tensor's first element, which is the logical
+  // (row-major) index for a contiguous tensor. REQUIRES: has_storage() and
+  // 0 <= i < extent().
   template <typename T>
   const T* data() const {
     return reinterpret_cast<const T*>(storage_->bytes.get()) + offset_;
@@ -109,7 +119,8 @@ class Tensor {
   Device device_ = Device::kCpu;
   Shape shape_;
   Shape strides_;
-  int64_t offset_ = 0;  // in elements
+  int64_t offset_ = 0;           // in elements
+  int64_t storage_elements_ = 0;  // elements in the whole storage
   std::shared_ptr<Storage> storage_;
 };
 
