@@ -159,6 +159,17 @@ rc::Gen<Case> GenCase(const GeometryLimits& limits) {
     call.sdpa.flatten_batch = *rc::gen::arbitrary<bool>();
     call.sdpa.softmax_in_single_precision = *rc::gen::arbitrary<bool>();
     if (call.entry == Entry::kDirect && *rc::gen::inRange(0, 4) == 0) {
+      call.sdpa.softmax_scale = *rc::gen::element(0.125, 0.3, 1.0);
+    }
+    if (c.geometry.head_dim_v == c.geometry.head_dim && *rc::gen::inRange(0, 3) == 0) {
+      call.layout = QLayout::kFusedQkv;  // strided views of one projection
+      call.rotary = call.entry == Entry::kLayer && *rc::gen::arbitrary<bool>();
+    }
+    if (*rc::gen::arbitrary<bool>()) {
+      c.sglang = *rc::gen::elementOf(std::vector<SglangVersion>(
+          ModelledSglangVersions().begin(), ModelledSglangVersions().end()));
+    }
+    if (call.entry == Entry::kDirect && *rc::gen::inRange(0, 4) == 0) {
       call.bsz = *rc::gen::inRange<int64_t>(1, 4);
       call.seq_len = *rc::gen::inRange<int64_t>(0, 50);
     }

@@ -385,8 +385,9 @@ absl::StatusOr<KernelCall> BindSdpa(const ResolvedArgs& call, const SdpaArgs& ar
       }
     }
   }
-  return builder.Finish(absl::StrCat(path, " with a boolean mask over ", args.bsz,
-                                     args.bsz == 1 ? " item" : " items", " of ", s, " tokens"));
+  return builder.Finish(absl::StrCat(
+      path, args.mask == SdpaArgs::Mask::kNone ? " without a mask over " : " with a boolean mask over ",
+      args.bsz, args.bsz == 1 ? " item" : " items", " of ", s, " tokens"));
 }
 
 }  // namespace

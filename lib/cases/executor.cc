@@ -245,7 +245,14 @@ CaseRunner::CaseRunner(Case c, RunOptions options)
 
 const Reference& CaseRunner::GetReference() {
   if (!reference_.has_value()) {
-    reference_ = ComputeReference(case_.geometry, qkv_.q, qkv_.k, qkv_.v);
+    // Unless the case names one, the intended scale is what the calling
+    // convention's own code computes for None: the spellings of
+    // head_dim ** -0.5 differ in the last bit, which a float64 run sees.
+    Geometry g = case_.geometry;
+    if (!g.softmax_scale.has_value()) {
+      g.softmax_scale = DefaultSoftmaxScale(case_.call.profile, g.head_dim);
+    }
+    reference_ = ComputeReference(g, qkv_.q, qkv_.k, qkv_.v);
   }
   return *reference_;
 }

@@ -347,16 +347,26 @@ absl::Status CheckUnusedBoundariesAgree(const ResolveContext& ctx,
   const int64_t tokens = offsets.back();
   const Tensor q3 = FlattenBatch(call.q);
   const int64_t width = q3.size(1) * q3.size(2);
-  const std::vector<int64_t> truth = DistinctBoundaries(offsets);
   const VisionAttentionMetadata* metadata =
       call.forward_metadata.has_value() ? &*call.forward_metadata : nullptr;
-  // What a hardened builder stamped it proved consistent (reading it again
-  // would be a host sync).
+  const std::vector<int64_t> truth = DistinctBoundaries(offsets);
+  // The fields a hardened builder made describe the offsets it stamped:
+  // compare those on the host (reading the fields again would be a sync).
   if (metadata != nullptr && metadata->stamp.has_value()) {
-    unused &= ~(kMetadataCuSeqlens | kMetadataSeqLens);
+    unsigned vouched = kMetadataCuSeqlens | kMetadataSeqLens;
     if (metadata->stamp->elem_per_token > 0) {
-      unused &= ~(kMetadataPackedIndptrs | kMetadataSequenceLengths);
+      vouched |= kMetadataPackedIndptrs | kMetadataSequenceLengths;
     }
+    if ((unused & vouched) && DistinctBoundaries(metadata->stamp->offsets) != truth) {
+      return PythonError(
+          PyErrorKind::kValueError,
+          absl::StrCat("forward_metadata describes the sequences ",
+                       SequencesText(metadata->stamp->offsets), " but ", used, " describes ",
+                       SequencesText(offsets), ": the kernel uses the latter and ignores "
+                       "forward_metadata, so every boundary argument must describe the same "
+                       "sequences"));
+    }
+    unused &= ~vouched;
   }
   enum class As { kOffsets, kLengths, kPacked, kOffsetsOrPacked };
   struct Source {

@@ -15,6 +15,7 @@
 #include "varlen/conformance/generators.h"
 #include "varlen/contract/metadata.h"
 #include "varlen/contract/resolve.h"
+#include "varlen/contract/seqlens.h"
 
 namespace varlen {
 namespace {
@@ -233,6 +234,111 @@ RC_GTEST_PROP(HardenedProperty, NeverAcceptsMaxSeqlenBelowLongest, ()) {
   }
   const Resolution r = Resolve(call, profile, Mode::kHardened);
   RC_ASSERT(!r.status.ok());
+}
+
+// Hardened mode, no guessing and no contradictions: on calls whose boundary
+// arguments each describe either the ground truth or another split of the
+// same tokens (at least one of them the truth), hardened mode either refuses
+// the call or computes the ground truth's sequences.
+RC_GTEST_PROP(HardenedProperty, SuccessMeansTheGroundTruthSequences, ()) {
+  Case c;
+  c.name = "generated";
+  c.source = "generated";
+  c.mode = Mode::kHardened;
+  c.geometry = *GenGeometry({.max_sequences = 5, .max_len = 24, .max_heads = 4, .max_head_dim = 8});
+  const Profile profile = *rc::gen::element(Profile::kFlashinferCudnn, Profile::kFa3,
+                                            Profile::kTritonAttn, Profile::kSdpa);
+  if (profile == Profile::kFlashinferCudnn && *rc::gen::inRange(0, 4) > 0) {
+    c.geometry.num_kv_heads = c.geometry.num_heads;  // else refused for its heads
+    c.geometry.head_dim_v = c.geometry.head_dim;
+  }
+  const std::vector<int64_t>& truth = c.geometry.seq_lens;
+  const int64_t tokens = c.geometry.total_tokens();
+  // Another split of the same tokens: two neighbours merged, or one split.
+  std::vector<int64_t> other = truth;
+  if (other.size() >= 2 && *rc::gen::arbitrary<bool>()) {
+    other[0] += other[1];
+    other.erase(other.begin() + 1);
+  } else if (tokens >= 2) {
+    auto it = std::find_if(other.begin(), other.end(), [](int64_t n) { return n >= 2; });
+    if (it != other.end()) {
+      const int64_t cut = *rc::gen::inRange<int64_t>(1, *it);
+      const int64_t rest = *it - cut;
+      *it = cut;
+      other.insert(it + 1, rest);
+    }
+  }
+  const int64_t width = c.geometry.num_heads * c.geometry.head_dim;
+  auto split = [&](bool true_split) { return true_split ? truth : other; };
+  auto offsets = [&](bool true_split) {
+    return ArgLiteral::IntTensor(OffsetsOf(split(true_split)),
+                                 *rc::gen::element(DType::kInt32, DType::kInt64),
+                                 *rc::gen::element(Device::kCpu, Device::kCuda));
+  };
+  auto lengths = [&](bool true_split) {
+    std::vector<int64_t> l = split(true_split);
+    l.resize(l.size() + *rc::gen::inRange(0, 3), 0);  // bucket padding
+    return ArgLiteral::IntTensor(l, DType::kInt32, Device::kCuda);
+  };
+  auto packed = [&](bool true_split) {
+    std::vector<int64_t> values;
+    for (int third = 0; third < 3; ++third) {
+      for (int64_t offset : OffsetsOf(split(true_split))) values.push_back(offset * width);
+    }
+    return ArgLiteral::IntTensor(values, DType::kInt32, Device::kCuda);
+  };
+  // Each boundary argument describes the truth or the other split; the
+  // property needs the truth in at least one (a consistently wrong call is
+  // undetectable, like stale metadata).
+  auto distinct = [](std::vector<int64_t> o) {
+    o.erase(std::unique(o.begin(), o.end()), o.end());
+    return o;
+  };
+  const bool other_is_truth = distinct(OffsetsOf(other)) == distinct(OffsetsOf(truth));
+  bool truth_given = false;
+  auto pick = [&]() {
+    const bool true_split = *rc::gen::arbitrary<bool>();
+    truth_given |= true_split || other_is_truth;
+    return true_split;
+  };
+  auto given = [] { return *rc::gen::inRange(0, 3) > 0; };
+  CallSpec& call = c.call;
+  call.profile = profile;
+  call.entry = *rc::gen::element(Entry::kDirect, Entry::kLayer);
+  call.sdpa.flatten_batch = true;
+  if (given()) {
+    const bool true_split = pick();
+    const bool as_packed = profile == Profile::kFlashinferCudnn && *rc::gen::arbitrary<bool>();
+    call.cu_seqlens = as_packed ? packed(true_split) : offsets(true_split);
+    if (as_packed) call.kwargs.emplace_back("sequence_lengths", lengths(true_split));
+  }
+  if (given() && call.kwargs.empty()) call.kwargs.emplace_back("sequence_lengths", lengths(pick()));
+  if (*rc::gen::arbitrary<bool>()) {
+    MetadataSpec m;
+    m.builder = *rc::gen::element(MetadataSpec::Builder::kPlain,
+                                  MetadataSpec::Builder::kFlashinferCudnn,
+                                  MetadataSpec::Builder::kManual);
+    m.elem_per_token = width;
+    m.cu_seqlens = offsets(pick());
+    if (m.builder == MetadataSpec::Builder::kManual) {
+      if (given()) m.seq_lens = lengths(pick());
+      if (given()) {
+        const bool true_split = pick();
+        m.packed_indptrs = packed(true_split);
+        m.sequence_lengths = lengths(true_split);
+        m.flashinfer_max_seqlen = ArgLiteral::Int(BucketedMaxSeqlen(tokens));
+      }
+      m.max_seqlen = ArgLiteral::Int(tokens);
+    }
+    call.forward_metadata = m;
+  }
+  call.kwargs.emplace_back("max_seqlen", ArgLiteral::Int(std::max<int64_t>(tokens, 1)));
+  RC_PRE(truth_given);
+  RC_PRE(ValidateCase(c).ok());
+
+  const Outcome o = RunCase(c, *FindBackend("cpu_reference"));
+  RC_CLASSIFY(o.observed == Observed::kSuccess, "accepted");
+  if (o.observed == Observed::kCorruption) RC_FAIL(FormatOutcomeText(c, "<generated>", o));
 }
 
 // A generated case writes to JSON and reads back unchanged.

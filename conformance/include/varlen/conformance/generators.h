@@ -7,8 +7,9 @@
 //
 //   GenSeqLens      per-sequence token counts, zeros included
 //   GenGeometry     a ground-truth geometry small enough to run on a CPU
-//   GenCase         a valid Case of any profile, mode, entry and argument
-//                   forms (for format and robustness properties)
+//   GenCase         a valid Case of any profile, mode, SGLang version, entry,
+//                   layout and argument forms (for format and robustness
+//                   properties)
 //
 // Example:
 //   RC_GTEST_PROP(MySuite, Holds, ()) {

@@ -44,7 +44,10 @@ struct Geometry {
   int64_t head_dim = 64;
   int64_t head_dim_v = 64;
   DType dtype = DType::kBFloat16;
-  std::optional<double> softmax_scale;  // the intended scale; head_dim**-0.5 if unset
+  // The intended scale. Unset, the executor uses the default the case's
+  // calling convention computes (DefaultSoftmaxScale), and scale() returns
+  // 1/sqrt(head_dim).
+  std::optional<double> softmax_scale;
 
   int64_t total_tokens() const;
   double scale() const;

@@ -87,13 +87,14 @@ class Tensor {
   // counted from this tensor's first element, which is the logical
   // (row-major) index for a contiguous tensor. REQUIRES: has_storage() and
   // 0 <= i < extent().
+  // The first element's address, whatever T (bytes included).
   template <typename T>
   const T* data() const {
-    return reinterpret_cast<const T*>(storage_->bytes.get()) + offset_;
+    return reinterpret_cast<const T*>(storage_->bytes.get() + offset_ * DTypeSize(dtype_));
   }
   template <typename T>
   T* mutable_data() const {
-    return reinterpret_cast<T*>(storage_->bytes.get()) + offset_;
+    return reinterpret_cast<T*>(storage_->bytes.get() + offset_ * DTypeSize(dtype_));
   }
   int64_t IntAt(int64_t i) const;                   // integer or bool dtypes
   double DoubleAt(int64_t i) const;                 // any dtype, converted to double
