@@ -61,9 +61,8 @@ int UsageError(absl::string_view message) {
 // absl exits with status 1 on an unknown flag; check first so usage errors
 // keep their own status.
 bool CheckFlagNames(int argc, char** argv, std::string* unknown) {
-  constexpr absl::string_view kKnown[] = {"backend", "json",     "brief",     "nojson",
-                                          "nobrief", "sglang",   "help",      "helpfull",
-                                          "helpshort", "version"};
+  constexpr absl::string_view kKnown[] = {"backend", "json", "brief",    "nojson",    "nobrief",
+                                          "sglang",  "help", "helpfull", "helpshort", "version"};
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
     if (arg == "--") break;
@@ -196,10 +195,10 @@ int Repro(const std::vector<std::string>& paths) {
     }
     differing_cases += differs;
   }
-  const std::string summary =
-      absl::StrCat(cases.size(), cases.size() == 1 ? " case x " : " cases x ", backends.size(),
-                   backends.size() == 1 ? " backend: " : " backends: ", passed, " passed, ", failed,
-                   " failed, ", unsupported, " unsupported (", resolution_only, " resolution only)");
+  const std::string summary = absl::StrCat(
+      cases.size(), cases.size() == 1 ? " case x " : " cases x ", backends.size(),
+      backends.size() == 1 ? " backend: " : " backends: ", passed, " passed, ", failed, " failed, ",
+      unsupported, " unsupported (", resolution_only, " resolution only)");
   std::vector<std::string> version_names;
   for (SglangVersion version : ModelledSglangVersions()) {
     version_names.emplace_back(SglangVersionName(version));

@@ -166,8 +166,8 @@ rc::Gen<Case> GenCase(const GeometryLimits& limits) {
       call.rotary = call.entry == Entry::kLayer && *rc::gen::arbitrary<bool>();
     }
     if (*rc::gen::arbitrary<bool>()) {
-      c.sglang = *rc::gen::elementOf(std::vector<SglangVersion>(
-          ModelledSglangVersions().begin(), ModelledSglangVersions().end()));
+      c.sglang = *rc::gen::elementOf(std::vector<SglangVersion>(ModelledSglangVersions().begin(),
+                                                                ModelledSglangVersions().end()));
     }
     if (call.entry == Entry::kDirect && *rc::gen::inRange(0, 4) == 0) {
       call.bsz = *rc::gen::inRange<int64_t>(1, 4);

@@ -24,8 +24,8 @@ Tensor KernelCall::PackedOutput() const {
     for (int64_t h = 0; h < p.num_heads_q; ++h) {
       for (int64_t d = 0; d < p.head_dim_v; ++d) {
         const int64_t source = t * p.o_token_stride + h * p.o_head_stride + d;
-        std::memcpy(to + ((t * p.num_heads_q + h) * p.head_dim_v + d) * size,
-                    from + source * size, size);
+        std::memcpy(to + ((t * p.num_heads_q + h) * p.head_dim_v + d) * size, from + source * size,
+                    size);
       }
     }
   }
@@ -122,8 +122,7 @@ class KernelCallBuilder {
   void AddElementSequence(int64_t q, int64_t k, int64_t v, int64_t o, int64_t length) {
     AddElementSequence(q, k, v, o, length, length);
   }
-  void AddElementSequence(int64_t q, int64_t k, int64_t v, int64_t o, int64_t rows,
-                          int64_t keys) {
+  void AddElementSequence(int64_t q, int64_t k, int64_t v, int64_t o, int64_t rows, int64_t keys) {
     call_.q_start_.push_back(q);
     call_.k_start_.push_back(k);
     call_.v_start_.push_back(v);
@@ -236,8 +235,8 @@ absl::StatusOr<Tensor> CuSeqlensArgument(const Value& cu, absl::string_view func
                                          absl::string_view argument) {
   if (!cu.is_tensor()) {
     return PythonError(PyErrorKind::kTypeError,
-                         absl::StrCat(function, "(): argument '", argument,
-                                      "' must be Tensor, not ", cu.TypeName()));
+                       absl::StrCat(function, "(): argument '", argument, "' must be Tensor, not ",
+                                    cu.TypeName()));
   }
   return cu.as_tensor();
 }
@@ -246,7 +245,7 @@ absl::StatusOr<KernelCall> BindFa3(const ResolvedArgs& call, const Fa3Args& args
   constexpr absl::string_view kFunction = "flash_attn_varlen_func";
   if (call.q.dim() != 3) {
     return PythonError(PyErrorKind::kRuntimeError,
-                         "q must have shape (total_q, num_heads, head_dim)");
+                       "q must have shape (total_q, num_heads, head_dim)");
   }
   VARLEN_ASSIGN_OR_RETURN(Tensor cu, CuSeqlensArgument(args.cu_seqlens, kFunction, "cu_seqlens_q"));
   if (cu.dtype() != DType::kInt32) {
@@ -281,7 +280,7 @@ absl::StatusOr<KernelCall> BindTriton(const ResolvedArgs& call, const TritonArgs
   for (const Tensor* t : {&cu, &seq_lens}) {
     if (t->device() != call.q.device()) {
       return PythonError(PyErrorKind::kValueError,
-                           "Pointer argument cannot be accessed from Triton (cpu tensor?)");
+                         "Pointer argument cannot be accessed from Triton (cpu tensor?)");
     }
   }
   VARLEN_ASSIGN_OR_RETURN(int64_t max_seqlen,
@@ -290,8 +289,8 @@ absl::StatusOr<KernelCall> BindTriton(const ResolvedArgs& call, const TritonArgs
   if (args.output_from_workspace) {
     if (!args.output_ws.is_tensor()) {
       return PythonError(PyErrorKind::kValueError,
-                           absl::StrCat(kFunction, " received output_ws=", args.output_ws.Repr(),
-                                        ": there is no output buffer to write"));
+                         absl::StrCat(kFunction, " received output_ws=", args.output_ws.Repr(),
+                                      ": there is no output buffer to write"));
     }
     // The kernel writes [T, Hq, Dv] through the workspace's strides.
     const Tensor& ws = args.output_ws.as_tensor();
@@ -386,7 +385,8 @@ absl::StatusOr<KernelCall> BindSdpa(const ResolvedArgs& call, const SdpaArgs& ar
     }
   }
   return builder.Finish(absl::StrCat(
-      path, args.mask == SdpaArgs::Mask::kNone ? " without a mask over " : " with a boolean mask over ",
+      path,
+      args.mask == SdpaArgs::Mask::kNone ? " without a mask over " : " with a boolean mask over ",
       args.bsz, args.bsz == 1 ? " item" : " items", " of ", s, " tokens"));
 }
 

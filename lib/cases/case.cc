@@ -3,8 +3,10 @@
 #include <array>
 #include <cmath>
 #include <numeric>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace varlen {
 namespace {
@@ -37,21 +39,36 @@ constexpr std::array<std::pair<QLayout, absl::string_view>, 3> kLayouts = {{
     {QLayout::kFusedQkv, "fused_qkv"},
 }};
 
-}  // namespace
-
-absl::string_view QLayoutName(QLayout layout) {
-  for (const auto& [value, name] : kLayouts) {
-    if (value == layout) return name;
+// The spelling of `value` in `table`.
+template <typename Enum, size_t N>
+absl::string_view NameIn(const std::array<std::pair<Enum, absl::string_view>, N>& table,
+                         Enum value) {
+  for (const auto& [entry, name] : table) {
+    if (entry == value) return name;
   }
   return "?";
 }
 
-absl::StatusOr<QLayout> ParseQLayout(absl::string_view name) {
-  for (const auto& [value, spelled] : kLayouts) {
-    if (spelled == name) return value;
+// The value spelled `name` in `table`, or an error naming `what` and the
+// spellings.
+template <typename Enum, size_t N>
+absl::StatusOr<Enum> ParseIn(const std::array<std::pair<Enum, absl::string_view>, N>& table,
+                             absl::string_view what, absl::string_view name) {
+  std::vector<absl::string_view> names;
+  for (const auto& [entry, spelled] : table) {
+    if (spelled == name) return entry;
+    names.push_back(spelled);
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("layout \"", name, "\" is not one of packed, batched, fused_qkv"));
+      absl::StrCat(what, " \"", name, "\" is not one of ", absl::StrJoin(names, ", ")));
+}
+
+}  // namespace
+
+absl::string_view QLayoutName(QLayout layout) { return NameIn(kLayouts, layout); }
+
+absl::StatusOr<QLayout> ParseQLayout(absl::string_view name) {
+  return ParseIn(kLayouts, "layout", name);
 }
 
 int64_t Geometry::total_tokens() const {
@@ -62,20 +79,10 @@ double Geometry::scale() const {
   return softmax_scale.value_or(1.0 / std::sqrt(static_cast<double>(head_dim)));
 }
 
-absl::string_view DistributionName(Distribution d) {
-  for (const auto& [value, name] : kDistributions) {
-    if (value == d) return name;
-  }
-  return "?";
-}
+absl::string_view DistributionName(Distribution d) { return NameIn(kDistributions, d); }
 
 absl::StatusOr<Distribution> ParseDistribution(absl::string_view name) {
-  for (const auto& [value, spelled] : kDistributions) {
-    if (spelled == name) return value;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("distribution \"", name,
-                   "\" is not one of normal, uniform, sparse_small_integers, large_logits"));
+  return ParseIn(kDistributions, "distribution", name);
 }
 
 bool TensorLiteral::operator==(const TensorLiteral& other) const {

@@ -362,8 +362,8 @@ absl::StatusOr<CallSpec> ReadCall(const json& j, const std::string& path) {
   VARLEN_ASSIGN_OR_RETURN(
       ObjectReader r,
       ObjectReader::Open(j, path,
-                         {"profile", "entry", "graph_mode", "layout", "rotary", "bsz",
-                          "seq_len", "cu_seqlens", "forward_metadata", "kwargs", "sdpa"}));
+                         {"profile", "entry", "graph_mode", "layout", "rotary", "bsz", "seq_len",
+                          "cu_seqlens", "forward_metadata", "kwargs", "sdpa"}));
   CallSpec c;
   VARLEN_RETURN_IF_ERROR(ReadEnum(r, "profile", true, &ParseProfile, &c.profile));
   VARLEN_RETURN_IF_ERROR(ReadEnum(r, "entry", false, &ParseEntry, &c.entry));
@@ -395,10 +395,10 @@ absl::StatusOr<CallSpec> ReadCall(const json& j, const std::string& path) {
     }
   }
   if (const json* sdpa = r.Optional("sdpa")) {
-    VARLEN_ASSIGN_OR_RETURN(ObjectReader s,
-                            ObjectReader::Open(*sdpa, r.Path("sdpa"),
-                                               {"flatten_batch", "softmax_in_single_precision",
-                                                "softmax_scale"}));
+    VARLEN_ASSIGN_OR_RETURN(
+        ObjectReader s,
+        ObjectReader::Open(*sdpa, r.Path("sdpa"),
+                           {"flatten_batch", "softmax_in_single_precision", "softmax_scale"}));
     if (const json* flatten = s.Optional("flatten_batch")) {
       VARLEN_ASSIGN_OR_RETURN(c.sdpa.flatten_batch, ReadBool(*flatten, s.Path("flatten_batch")));
     }
@@ -464,12 +464,10 @@ absl::StatusOr<Expectation> ReadExpectation(const json& j, const std::string& pa
 }
 
 absl::StatusOr<Case> ReadCase(const json& j) {
-  VARLEN_ASSIGN_OR_RETURN(
-      ObjectReader r,
-      ObjectReader::Open(
-          j, "$",
-          {"name", "source", "description", "sglang", "mode", "geometry", "data", "call",
-           "expect"}));
+  VARLEN_ASSIGN_OR_RETURN(ObjectReader r,
+                          ObjectReader::Open(j, "$",
+                                             {"name", "source", "description", "sglang", "mode",
+                                              "geometry", "data", "call", "expect"}));
   Case c;
   VARLEN_ASSIGN_OR_RETURN(const json* name, r.Required("name"));
   VARLEN_ASSIGN_OR_RETURN(c.name, ReadString(*name, r.Path("name")));
@@ -520,9 +518,9 @@ absl::Status ValidateTensorLiteral(const TensorLiteral& t, const std::string& pa
       numel = std::min<int64_t>(numel * d, kMaxLiteralValues + 1);
     }
     if (extent > kMaxLiteralValues) {
-      return PathError(path + ".shape", absl::StrCat("shape ", ShapeToString(*t.shape),
-                                                     " spans more than ", kMaxLiteralValues,
-                                                     " elements"));
+      return PathError(path + ".shape",
+                       absl::StrCat("shape ", ShapeToString(*t.shape), " spans more than ",
+                                    kMaxLiteralValues, " elements"));
     }
     if (numel != count) {
       return PathError(path + ".shape", absl::StrCat("shape ", ShapeToString(*t.shape), " holds ",
@@ -624,13 +622,14 @@ absl::Status ValidateCall(const CallSpec& c, const Geometry& g) {
     }
   }
   if (c.layout == QLayout::kFusedQkv && g.head_dim_v != g.head_dim) {
-    return PathError(p + ".layout",
-                     absl::StrCat("fused_qkv needs geometry.head_dim_v == head_dim (", g.head_dim_v,
-                                  " != ", g.head_dim,
-                                  "): one projection makes q, k and v with one head size"));
+    return PathError(
+        p + ".layout",
+        absl::StrCat("fused_qkv needs geometry.head_dim_v == head_dim (", g.head_dim_v,
+                     " != ", g.head_dim, "): one projection makes q, k and v with one head size"));
   }
   if (c.rotary && c.entry != Entry::kLayer) {
-    return PathError(p + ".rotary", "rotary embeddings are applied by the layer: use entry \"layer\"");
+    return PathError(p + ".rotary",
+                     "rotary embeddings are applied by the layer: use entry \"layer\"");
   }
   if (c.sdpa.softmax_scale.has_value()) {
     if (c.entry == Entry::kLayer) {
@@ -714,8 +713,8 @@ json TensorLiteralToJson(const TensorLiteral& t) {
 
 json MetadataToJson(const MetadataSpec& m) {
   json j = {{"builder", MetadataBuilderName(m.builder)},
-             {"device", DeviceName(m.device)},
-             {"cu_seqlens", ArgLiteralToJson(m.cu_seqlens)}};
+            {"device", DeviceName(m.device)},
+            {"cu_seqlens", ArgLiteralToJson(m.cu_seqlens)}};
   if (m.builder == MetadataSpec::Builder::kFlashinferCudnn) {
     j["elem_per_token"] = m.elem_per_token;
     return j;
@@ -816,13 +815,13 @@ json CaseToJson(const Case& c) {
   if (c.geometry.softmax_scale.has_value()) geometry["softmax_scale"] = *c.geometry.softmax_scale;
 
   json call = {{"profile", ProfileName(c.call.profile)},
-                {"entry", EntryName(c.call.entry)},
-                {"graph_mode", c.call.graph_mode},
-                {"layout", QLayoutName(c.call.layout)},
-                {"cu_seqlens", ArgLiteralToJson(c.call.cu_seqlens)},
-                {"forward_metadata", c.call.forward_metadata.has_value()
-                                         ? MetadataToJson(*c.call.forward_metadata)
-                                         : json(nullptr)}};
+               {"entry", EntryName(c.call.entry)},
+               {"graph_mode", c.call.graph_mode},
+               {"layout", QLayoutName(c.call.layout)},
+               {"cu_seqlens", ArgLiteralToJson(c.call.cu_seqlens)},
+               {"forward_metadata", c.call.forward_metadata.has_value()
+                                        ? MetadataToJson(*c.call.forward_metadata)
+                                        : json(nullptr)}};
   if (c.call.rotary) call["rotary"] = true;
   if (c.call.bsz.has_value()) call["bsz"] = *c.call.bsz;
   if (c.call.seq_len.has_value()) call["seq_len"] = *c.call.seq_len;
@@ -837,10 +836,7 @@ json CaseToJson(const Case& c) {
     }
   }
 
-  json j = {
-      {"name", c.name},
-      {"source", c.source},
-      {"description", c.description}};
+  json j = {{"name", c.name}, {"source", c.source}, {"description", c.description}};
   if (c.sglang.has_value()) j["sglang"] = SglangVersionName(*c.sglang);
   j["mode"] = ModeName(c.mode);
   j["geometry"] = geometry;
@@ -914,12 +910,12 @@ absl::StatusOr<Case> ParseCase(absl::string_view json_text, absl::string_view or
   } catch (const json::exception& e) {  // syntax errors, and numbers beyond double's range
     return absl::InvalidArgumentError(absl::StrCat(origin, ": invalid JSON: ", e.what()));
   } catch (const TooDeep&) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        origin, ": invalid JSON: values nest deeper than ", kMaxJsonDepth, " levels"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(origin, ": invalid JSON: values nest deeper than ", kMaxJsonDepth, " levels"));
   }
   if (!duplicate.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        origin, ": invalid JSON: the key \"", duplicate, "\" appears twice in one object"));
+    return absl::InvalidArgumentError(absl::StrCat(origin, ": invalid JSON: the key \"", duplicate,
+                                                   "\" appears twice in one object"));
   }
   absl::StatusOr<Case> c = ReadCase(j);
   if (c.ok()) {

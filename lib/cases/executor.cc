@@ -279,9 +279,8 @@ void CaseRunner::Execute(const Backend& backend, Outcome* outcome) {
   AttentionCall call = MaterializeCall(case_, qkv_);
   if (case_.call.forward_metadata.has_value()) {
     ScopedDeviceLedger ledger;
-    absl::StatusOr<VisionAttentionMetadata> metadata =
-        BuildMetadata(*case_.call.forward_metadata, case_.mode, qkv_.q, case_.call.cu_seqlens,
-                      call.cu_seqlens);
+    absl::StatusOr<VisionAttentionMetadata> metadata = BuildMetadata(
+        *case_.call.forward_metadata, case_.mode, qkv_.q, case_.call.cu_seqlens, call.cu_seqlens);
     outcome->builder_events = ledger.events();
     if (!metadata.ok()) return raised(metadata.status(), "metadata builder");
     call.forward_metadata = *std::move(metadata);

@@ -169,8 +169,10 @@ ojson ProfileArgsToJson(const ResolvedArgs& resolved) {
   const char* mask = a.mask == SdpaArgs::Mask::kBlockDiagonal ? "block_diagonal"
                      : a.mask == SdpaArgs::Mask::kPadding     ? "padding"
                                                               : "none";
-  ojson j = {{"profile", "sdpa"},       {"mask", mask},
-             {"cu_seqlens", a.cu_seqlens}, {"bsz", a.bsz},
+  ojson j = {{"profile", "sdpa"},
+             {"mask", mask},
+             {"cu_seqlens", a.cu_seqlens},
+             {"bsz", a.bsz},
              {"tokens_per_item", a.tokens_per_item}};
   if (a.mask == SdpaArgs::Mask::kBlockDiagonal) j["blocks"] = a.blocks;
   if (a.mask == SdpaArgs::Mask::kPadding) j["kept"] = a.kept;

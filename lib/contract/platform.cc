@@ -43,9 +43,10 @@ absl::Status OnlyAvailable(absl::string_view message) {
 absl::StatusOr<std::string> DetermineAttentionBackend(
     const Platform& platform, const std::optional<std::string>& server_override,
     const std::optional<std::string>& passed_backend, SglangVersion version) {
-  std::string backend = server_override.has_value()  ? *server_override
-                        : passed_backend.has_value() ? *passed_backend
-                                                     : PlatformDefault(platform, BehaviorOf(version));
+  std::string backend = server_override.has_value() ? *server_override
+                        : passed_backend.has_value()
+                            ? *passed_backend
+                            : PlatformDefault(platform, BehaviorOf(version));
   if (backend == "fa3" && IsBlackwell(platform)) {
     return PythonError(PyErrorKind::kValueError,
                        "The 'fa3' backend is not supported on Blackwell GPUs");

@@ -75,15 +75,20 @@ AttentionCall AsLayerSeesIt(const AttentionCall& call, Profile profile,
   for (Tensor* t : {&seen.q, &seen.k, &seen.v}) {
     const bool rotated = call.rotary && t != &seen.v;
     if (!t->is_contiguous() && (rotated || !pass_strided)) {
-      notes->push_back(absl::StrCat("layer: ", t == &seen.q ? "q" : t == &seen.k ? "k" : "v",
-                                    rotated ? " replaced by the dense output of the rotary embedding"
-                                            : " made contiguous (a copy)"));
+      notes->push_back(absl::StrCat("layer: ",
+                                    t == &seen.q   ? "q"
+                                    : t == &seen.k ? "k"
+                                                   : "v",
+                                    rotated
+                                        ? " replaced by the dense output of the rotary embedding"
+                                        : " made contiguous (a copy)"));
     }
     if (rotated || !pass_strided) *t = internal::Contiguous(*t);
     *t = FlattenBatch(*t);
   }
   if (pass_strided && !seen.v.is_contiguous()) {
-    notes->push_back("layer: strided views of the fused qkv projection passed on (pass_strided_qkv)");
+    notes->push_back(
+        "layer: strided views of the fused qkv projection passed on (pass_strided_qkv)");
   }
   return seen;
 }
@@ -112,9 +117,8 @@ Resolution Resolve(const AttentionCall& call, Profile profile, Mode mode) {
   // Hardened mode is version-independent: it follows the latest layer.
   const SglangBehavior& sglang =
       BehaviorOf(mode == Mode::kHardened ? kLatestSglangVersion : call.sglang);
-  const AttentionCall seen = call.entry == Entry::kLayer
-                                 ? AsLayerSeesIt(call, profile, sglang, &resolution.notes)
-                                 : call;
+  const AttentionCall seen =
+      call.entry == Entry::kLayer ? AsLayerSeesIt(call, profile, sglang, &resolution.notes) : call;
   const internal::ResolveContext ctx{seen, BackendKwargs(seen), mode, sglang, &resolution.notes};
   absl::StatusOr<ResolvedArgs> args = Dispatch(ctx, profile);
   if (args.ok() && call.entry == Entry::kLayer) {

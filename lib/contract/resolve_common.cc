@@ -80,8 +80,7 @@ absl::StatusOr<int64_t> CheckQkvShapes(const AttentionCall& call, QkvLayoutRule 
                                       rule.allow_4d ? ": it must be [T, H, D] or [b, s, H, D]"
                                                     : ": it must be [T, H, D]"));
     }
-    const bool layout_ok =
-        t.is_contiguous() || (rule.allow_strided && t.strides().back() == 1);
+    const bool layout_ok = t.is_contiguous() || (rule.allow_strided && t.strides().back() == 1);
     if (!layout_ok) {
       return PythonError(
           PyErrorKind::kValueError,
@@ -232,8 +231,8 @@ std::string UniformOffsetsName(const AttentionCall& call) {
   const Value& cu = call.cu_seqlens;
   if (cu.is_none() ||
       (cu.kind() == Value::Kind::kSingletonCache && !cu.as_cache()->data.has_value())) {
-    return absl::StrCat("cu_seqlens=", cu.Repr(), " (bsz=", call.bsz, " sequences of seq_len=",
-                        call.seq_len, ")");
+    return absl::StrCat("cu_seqlens=", cu.Repr(), " (bsz=", call.bsz,
+                        " sequences of seq_len=", call.seq_len, ")");
   }
   return "cu_seqlens";
 }
@@ -292,7 +291,8 @@ std::string SequencesText(const std::vector<int64_t>& offsets) {
     if (length != 0) lengths.push_back(length);
   }
   constexpr size_t kShown = 12;
-  std::string text = absl::StrJoin(lengths.begin(), lengths.begin() + std::min(kShown, lengths.size()), ", ");
+  std::string text =
+      absl::StrJoin(lengths.begin(), lengths.begin() + std::min(kShown, lengths.size()), ", ");
   if (lengths.size() > kShown) absl::StrAppend(&text, ", ... (", lengths.size(), " in all)");
   return absl::StrCat("[", text, "]");
 }
@@ -332,17 +332,17 @@ absl::StatusOr<std::vector<int64_t>> PackedAsOffsets(const Tensor& packed, absl:
     }
     offsets.push_back(values[i] / width);
   }
-  VARLEN_ASSIGN_OR_RETURN(offsets, CheckTokenOffsets(Tensor::FromInts(offsets, DType::kInt64,
-                                                                      Device::kCpu),
-                                                     name, tokens));
+  VARLEN_ASSIGN_OR_RETURN(
+      offsets,
+      CheckTokenOffsets(Tensor::FromInts(offsets, DType::kInt64, Device::kCpu), name, tokens));
   return offsets;
 }
 
 }  // namespace
 
 absl::Status CheckUnusedBoundariesAgree(const ResolveContext& ctx,
-                                        const std::vector<int64_t>& offsets,
-                                        absl::string_view used, unsigned unused) {
+                                        const std::vector<int64_t>& offsets, absl::string_view used,
+                                        unsigned unused) {
   const AttentionCall& call = ctx.call;
   const int64_t tokens = offsets.back();
   const Tensor q3 = FlattenBatch(call.q);
@@ -362,7 +362,8 @@ absl::Status CheckUnusedBoundariesAgree(const ResolveContext& ctx,
           PyErrorKind::kValueError,
           absl::StrCat("forward_metadata describes the sequences ",
                        SequencesText(metadata->stamp->offsets), " but ", used, " describes ",
-                       SequencesText(offsets), ": the kernel uses the latter and ignores "
+                       SequencesText(offsets),
+                       ": the kernel uses the latter and ignores "
                        "forward_metadata, so every boundary argument must describe the same "
                        "sequences"));
     }
@@ -380,8 +381,8 @@ absl::Status CheckUnusedBoundariesAgree(const ResolveContext& ctx,
       {kSequenceLengthsKwarg, ctx.kwargs.get("sequence_lengths"), "sequence_lengths",
        As::kLengths}};
   if (metadata != nullptr) {
-    sources.push_back({kMetadataCuSeqlens, metadata->cu_seqlens, "forward_metadata.cu_seqlens",
-                       As::kOffsets});
+    sources.push_back(
+        {kMetadataCuSeqlens, metadata->cu_seqlens, "forward_metadata.cu_seqlens", As::kOffsets});
     sources.push_back(
         {kMetadataSeqLens, metadata->seq_lens, "forward_metadata.seq_lens", As::kLengths});
     sources.push_back({kMetadataPackedIndptrs, metadata->packed_indptrs,

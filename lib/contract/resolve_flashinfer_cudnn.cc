@@ -127,8 +127,8 @@ absl::StatusOr<FlashinferCudnnArgs> ResolveFaithful(const ResolveContext& ctx) {
     return PythonError(PyErrorKind::kRuntimeError, "sequence_lengths must be a torch.Tensor");
   }
   // Steps 5-7.
-  VARLEN_ASSIGN_OR_RETURN(FlashinferCudnnArgs args, PackArgs(ctx, sequence_lengths.as_tensor(),
-                                                             packed.as_tensor(), max_int));
+  VARLEN_ASSIGN_OR_RETURN(FlashinferCudnnArgs args,
+                          PackArgs(ctx, sequence_lengths.as_tensor(), packed.as_tensor(), max_int));
   // Step 8.
   VARLEN_RETURN_IF_ERROR(FaithfulBoundsCheck(q3, args));
   return args;
@@ -154,9 +154,8 @@ absl::Status CheckPackedIndptrs(const Tensor& packed, absl::string_view name,
   }
   const int64_t covered = std::accumulate(lengths.begin(), lengths.end(), int64_t{0});
   if (covered != tokens) {
-    return ValueError(
-        absl::StrCat("sum(sequence_lengths)=", covered, " != ", tokens,
-                     " = q.shape[0]: the sequences must cover every packed token"));
+    return ValueError(absl::StrCat("sum(sequence_lengths)=", covered, " != ", tokens,
+                                   " = q.shape[0]: the sequences must cover every packed token"));
   }
   const std::vector<int64_t> values = packed.ToHostInts(absl::StrCat(name, ".tolist()"));
   constexpr absl::string_view kThirds[] = {"qk", "v", "o"};
@@ -225,8 +224,8 @@ absl::StatusOr<FlashinferCudnnArgs> ResolveHardened(const ResolveContext& ctx) {
 
   // Whichever source the kernel's arguments come from, every other
   // description of the sequences must agree with it.
-  constexpr unsigned kMetadataFields = kMetadataCuSeqlens | kMetadataSeqLens |
-                                       kMetadataPackedIndptrs | kMetadataSequenceLengths;
+  constexpr unsigned kMetadataFields =
+      kMetadataCuSeqlens | kMetadataSeqLens | kMetadataPackedIndptrs | kMetadataSequenceLengths;
   const auto& metadata = call.forward_metadata;
   if (metadata.has_value() && !metadata->packed_indptrs.is_none()) {
     constexpr unsigned kUnused =
@@ -238,9 +237,9 @@ absl::StatusOr<FlashinferCudnnArgs> ResolveHardened(const ResolveContext& ctx) {
     if (metadata->stamp.has_value() && metadata->stamp->elem_per_token > 0) {
       const MetadataStamp& stamp = *metadata->stamp;
       if (stamp.total_tokens != tokens) {
-        return ValueError(absl::StrCat("forward_metadata was built for ",
-                                               stamp.total_tokens, " tokens but q has ", tokens,
-                                               ": metadata must be rebuilt for every batch"));
+        return ValueError(absl::StrCat("forward_metadata was built for ", stamp.total_tokens,
+                                       " tokens but q has ", tokens,
+                                       ": metadata must be rebuilt for every batch"));
       }
       if (stamp.elem_per_token != width) {
         return ValueError(absl::StrCat(
@@ -258,9 +257,9 @@ absl::StatusOr<FlashinferCudnnArgs> ResolveHardened(const ResolveContext& ctx) {
       return PackArgs(ctx, seq, packed, max_int);
     }
     ctx.Note("source: forward_metadata not built by a hardened builder; validated");
-    VARLEN_ASSIGN_OR_RETURN(std::vector<int64_t> lengths,
-                            CheckSequenceLengths(metadata->sequence_lengths,
-                                                 "forward_metadata.sequence_lengths"));
+    VARLEN_ASSIGN_OR_RETURN(
+        std::vector<int64_t> lengths,
+        CheckSequenceLengths(metadata->sequence_lengths, "forward_metadata.sequence_lengths"));
     VARLEN_RETURN_IF_ERROR(
         CheckPackedIndptrs(packed, "forward_metadata.packed_indptrs", lengths, width, tokens));
     VARLEN_RETURN_IF_ERROR(CheckUnusedBoundariesAgree(ctx, LengthsToOffsets(lengths),
@@ -305,8 +304,8 @@ absl::StatusOr<FlashinferCudnnArgs> ResolveHardened(const ResolveContext& ctx) {
   }
   const Tensor& packed = call.cu_seqlens.as_tensor();
   VARLEN_RETURN_IF_ERROR(CheckPackedIndptrs(packed, "cu_seqlens", lengths, width, tokens));
-  VARLEN_RETURN_IF_ERROR(
-      CheckUnusedBoundariesAgree(ctx, LengthsToOffsets(lengths), "sequence_lengths", kMetadataFields));
+  VARLEN_RETURN_IF_ERROR(CheckUnusedBoundariesAgree(ctx, LengthsToOffsets(lengths),
+                                                    "sequence_lengths", kMetadataFields));
   VARLEN_ASSIGN_OR_RETURN(int64_t max_int,
                           HardenedMax(ctx, ctx.kwargs.get("max_seqlen"),
                                       FindLongest(lengths, "sequence_lengths"), "max_seqlen"));

@@ -132,8 +132,8 @@ enum BoundarySource : unsigned {
 // zero-length entries and bucket padding change nothing. Reads device
 // tensors on the host.
 absl::Status CheckUnusedBoundariesAgree(const ResolveContext& ctx,
-                                        const std::vector<int64_t>& offsets,
-                                        absl::string_view used, unsigned unused);
+                                        const std::vector<int64_t>& offsets, absl::string_view used,
+                                        unsigned unused);
 
 // Hardened: the graph-mode list check, naming the value and the layout.
 absl::Status CheckGraphModeList(const Value& cu_seqlens, absl::string_view layout);

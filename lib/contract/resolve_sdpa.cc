@@ -45,8 +45,8 @@ absl::Status CheckReshape(const Shape& shape, int64_t numel) {
     }
   }
   if (ShapeNumel(shape) != numel) {
-    return TorchError(absl::StrCat("shape '", ShapeToString(shape),
-                                   "' is invalid for input of size ", numel));
+    return TorchError(
+        absl::StrCat("shape '", ShapeToString(shape), "' is invalid for input of size ", numel));
   }
   return absl::OkStatus();
 }
@@ -99,9 +99,9 @@ absl::StatusOr<double> NumericScale(const Value& scale, bool single_precision) {
         return t.ToHostDoubles("float(softmax_scale)").front();
       }
       if (single_precision) {
-        return absl::UnimplementedError(absl::StrCat(
-            "a softmax_scale tensor of shape ", ShapeToString(t.shape()),
-            " broadcast over the logits is not modelled"));
+        return absl::UnimplementedError(absl::StrCat("a softmax_scale tensor of shape ",
+                                                     ShapeToString(t.shape()),
+                                                     " broadcast over the logits is not modelled"));
       }
       break;
     }
@@ -118,9 +118,9 @@ absl::StatusOr<double> NumericScale(const Value& scale, bool single_precision) {
     return PythonError(PyErrorKind::kTypeError,
                        "only integer tensors of a single element can be converted to an index");
   }
-  return PythonError(PyErrorKind::kTypeError,
-                     absl::StrCat("unsupported operand type(s) for *: 'Tensor' and '",
-                                  scale.TypeName(), "'"));
+  return PythonError(
+      PyErrorKind::kTypeError,
+      absl::StrCat("unsupported operand type(s) for *: 'Tensor' and '", scale.TypeName(), "'"));
 }
 
 // generate_patch_attention_mask: `tuple(cu_seqlens.cpu().tolist())`, then
@@ -135,10 +135,9 @@ absl::StatusOr<int64_t> BuildMask(const ResolveContext& ctx, int64_t s, SdpaArgs
   const Tensor host = To(cu.as_tensor(), Device::kCpu, cu.as_tensor().dtype(), "cu_seqlens.cpu()");
   const bool floats = IsFloatingPoint(host.dtype());
   if (host.dim() == 0) {
-    const absl::string_view type = floats                          ? "float"
-                                   : host.dtype() == DType::kBool ? "bool"
-                                                                   : "int";
-    return PythonError(PyErrorKind::kTypeError, absl::StrCat("'", type, "' object is not iterable"));
+    const absl::string_view type = floats ? "float" : host.dtype() == DType::kBool ? "bool" : "int";
+    return PythonError(PyErrorKind::kTypeError,
+                       absl::StrCat("'", type, "' object is not iterable"));
   }
   if (host.dim() >= 2 && host.size(0) > 0) {
     return PythonError(PyErrorKind::kTypeError, "unhashable type: 'list'");  // the lru_cache key
@@ -217,9 +216,8 @@ absl::StatusOr<SdpaArgs> ResolveFaithful(const ResolveContext& ctx) {
   const Value scale = ConstructionScale(ctx);
   // q @ k^T broadcasts [bsz, heads] against [bsz, kv_heads]: one KV head is
   // shared by every query head, other counts do not broadcast.
-  const absl::Status heads_mismatch = kv_heads != heads && kv_heads != 1
-                                          ? SizeMismatch(heads, kv_heads, 1)
-                                          : absl::OkStatus();
+  const absl::Status heads_mismatch =
+      kv_heads != heads && kv_heads != 1 ? SizeMismatch(heads, kv_heads, 1) : absl::OkStatus();
   if (!single) {
     VARLEN_ASSIGN_OR_RETURN(args.scale, NumericScale(scale, single));  // argument parsing
     if (s == 0) return args;  // empty items: torch returns before any shape check
@@ -257,10 +255,10 @@ absl::StatusOr<SdpaArgs> ResolveHardened(const ResolveContext& ctx) {
                                     "heads or a single KV head"));
   }
   if (call.v.size(2) != call.q.size(2)) {
-    return PythonError(PyErrorKind::kValueError,
-                       absl::StrCat("v has head_dim ", call.v.size(2), " but q has ",
-                                    call.q.size(2),
-                                    ": sdpa reshapes v with q's head_dim, so they must match"));
+    return PythonError(
+        PyErrorKind::kValueError,
+        absl::StrCat("v has head_dim ", call.v.size(2), " but q has ", call.q.size(2),
+                     ": sdpa reshapes v with q's head_dim, so they must match"));
   }
   if (call.bsz < 1 || tokens % call.bsz != 0) {
     return PythonError(PyErrorKind::kValueError,
@@ -278,13 +276,15 @@ absl::StatusOr<SdpaArgs> ResolveHardened(const ResolveContext& ctx) {
   args.tokens_per_item = tokens / call.bsz;
   args.single_precision = call.sdpa.softmax_in_single_precision;
   const Value construction = ConstructionScale(ctx);
-  if (!(construction.kind() == Value::Kind::kFloat) && !(construction.kind() == Value::Kind::kInt)) {
+  if (!(construction.kind() == Value::Kind::kFloat) &&
+      !(construction.kind() == Value::Kind::kInt)) {
     return PythonError(PyErrorKind::kTypeError,
                        absl::StrCat("softmax_scale=", construction.Repr(), " is a ",
                                     construction.TypeName(), ": it must be a float or None"));
   }
-  args.scale = (construction.kind() == Value::Kind::kFloat) ? construction.as_float()
-                                       : static_cast<double>(construction.as_int());
+  args.scale = (construction.kind() == Value::Kind::kFloat)
+                   ? construction.as_float()
+                   : static_cast<double>(construction.as_int());
   if (!std::isfinite(args.scale)) {
     return PythonError(PyErrorKind::kValueError,
                        absl::StrCat("softmax_scale=", construction.Repr(), ": it must be finite"));
@@ -312,11 +312,11 @@ absl::StatusOr<SdpaArgs> ResolveHardened(const ResolveContext& ctx) {
     }
     std::vector<int64_t> items = {0};
     for (int64_t i = 0; i < call.bsz; ++i) items.push_back(items.back() + args.tokens_per_item);
-    VARLEN_RETURN_IF_ERROR(CheckUnusedBoundariesAgree(
-        ctx, items,
-        absl::StrCat("cu_seqlens=None (bsz=", call.bsz, " items of ", args.tokens_per_item,
-                     " tokens, no mask)"),
-        kUnused));
+    VARLEN_RETURN_IF_ERROR(
+        CheckUnusedBoundariesAgree(ctx, items,
+                                   absl::StrCat("cu_seqlens=None (bsz=", call.bsz, " items of ",
+                                                args.tokens_per_item, " tokens, no mask)"),
+                                   kUnused));
     ctx.Note("no cu_seqlens: no mask, each batch item attends to itself");
     return args;
   }

@@ -142,8 +142,8 @@ absl::StatusOr<int64_t> CheckMaxSeqlen(const Value& max_seqlen, int64_t longest,
         absl::StrCat(name, "=", value, " is negative: it must be at least 0"));
   }
   if (value > kInt32Max) {
-    return HardenedValueError(absl::StrCat(name, "=", value,
-                                           " > 2147483647: the kernels take an int32 max_seqlen"));
+    return HardenedValueError(
+        absl::StrCat(name, "=", value, " > 2147483647: the kernels take an int32 max_seqlen"));
   }
   if (value < longest) {
     return HardenedValueError(absl::StrCat(name, "=", value, " < ", longest, " = ", longest_source,

@@ -39,9 +39,9 @@ absl::StatusOr<SglangVersion> ParseSglangVersion(absl::string_view name) {
   }
   std::vector<std::string> names;
   for (SglangVersion version : kVersions) names.emplace_back(SglangVersionName(version));
-  return absl::InvalidArgumentError(absl::StrCat("SGLang version \"", name,
-                                                 "\" is not modelled (modelled: ",
-                                                 absl::StrJoin(names, ", "), ")"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("SGLang version \"", name,
+                   "\" is not modelled (modelled: ", absl::StrJoin(names, ", "), ")"));
 }
 
 const SglangBehavior& BehaviorOf(SglangVersion version) {

@@ -20,8 +20,10 @@ namespace {
 //   cuda (PTX cvt.rzi): NaN gives 0, out-of-range values saturate.
 int64_t FloatToInt(double value, DType dtype, Device device) {
   const bool narrow = dtype == DType::kInt32;
-  const int64_t min = narrow ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min();
-  const int64_t max = narrow ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int64_t>::max();
+  const int64_t min =
+      narrow ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min();
+  const int64_t max =
+      narrow ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int64_t>::max();
   const double lo = narrow ? -2147483648.0 : -9223372036854775808.0;
   const double hi = narrow ? 2147483648.0 : 9223372036854775808.0;
   if (value >= lo && value < hi) return static_cast<int64_t>(value);

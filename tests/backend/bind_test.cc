@@ -522,7 +522,6 @@ TEST(BindSdpaTest, SinglePrecisionEmptyRowsFollowTheDtype) {
   EXPECT_TRUE(std::isnan(f64->output().DoubleAt(0)));
 }
 
-
 // ---------------------------------------------------------------------------
 // BindGroundTruth
 

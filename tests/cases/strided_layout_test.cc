@@ -59,22 +59,24 @@ class StrideMutant final : public Backend {
 
 // 64 tokens in [40, 24], 4 query heads and 2 KV heads of 16.
 Case FusedCase(const std::string& profile, bool rotary, const std::string& entry) {
-  json j = {
-      {"name", "fused"},
-      {"source", "test"},
-      {"sglang", "0.5.23"},
-      {"mode", "faithful"},
-      {"geometry",
-       {{"seq_lens", {40, 24}}, {"num_heads", 4}, {"num_kv_heads", 2}, {"head_dim", 16},
-        {"dtype", "bfloat16"}}},
-      {"data", {{"seed", 7}}},
-      {"call",
-       {{"profile", profile},
-        {"entry", entry},
-        {"layout", "fused_qkv"},
-        {"rotary", rotary},
-        {"cu_seqlens", {{"tensor", {0, 40, 64}}, {"dtype", "int32"}, {"device", "cuda"}}},
-        {"kwargs", {{"max_seqlen", 40}}}}}};
+  json j = {{"name", "fused"},
+            {"source", "test"},
+            {"sglang", "0.5.23"},
+            {"mode", "faithful"},
+            {"geometry",
+             {{"seq_lens", {40, 24}},
+              {"num_heads", 4},
+              {"num_kv_heads", 2},
+              {"head_dim", 16},
+              {"dtype", "bfloat16"}}},
+            {"data", {{"seed", 7}}},
+            {"call",
+             {{"profile", profile},
+              {"entry", entry},
+              {"layout", "fused_qkv"},
+              {"rotary", rotary},
+              {"cu_seqlens", {{"tensor", {0, 40, 64}}, {"dtype", "int32"}, {"device", "cuda"}}},
+              {"kwargs", {{"max_seqlen", 40}}}}}};
   absl::StatusOr<Case> c = ParseCase(j.dump(), "fused.json");
   EXPECT_TRUE(c.ok()) << c.status();
   return *c;
@@ -132,8 +134,7 @@ TEST(FusedLayoutTest, ABackendReadingValuesWithTheQueryStrideIsCaught) {
   EXPECT_EQ(rotary.observed, Observed::kCorruption);
   EXPECT_EQ(rotary.verdict, Verdict::kFail);
   // With every tensor a view of the same buffer the bug is invisible.
-  EXPECT_EQ(RunCase(FusedCase("triton_attn", false, "layer"), mutant).observed,
-            Observed::kSuccess);
+  EXPECT_EQ(RunCase(FusedCase("triton_attn", false, "layer"), mutant).observed, Observed::kSuccess);
 }
 
 TEST(FusedLayoutTest, ABackendAssumingDenseInputsIsCaught) {

@@ -86,8 +86,8 @@ TEST(HardenedBoundariesTest, MetadataFieldsAProfileIgnoresMustAgree) {
 
 TEST(HardenedBoundariesTest, ArgumentsBesideFlashinferMetadataMayBeTokensOrPacked) {
   AttentionCall call = Call();
-  call.forward_metadata = *PrepareFlashinferCudnnMetadata(Offsets({10, 20, 30}), kCuda, 32,
-                                                          Mode::kFaithful);
+  call.forward_metadata =
+      *PrepareFlashinferCudnnMetadata(Offsets({10, 20, 30}), kCuda, 32, Mode::kFaithful);
   call.cu_seqlens = Offsets({10, 20, 30});  // token offsets
   EXPECT_TRUE(Hardened(call, Profile::kFlashinferCudnn).ok());
   call.cu_seqlens = call.forward_metadata->packed_indptrs;  // the same, packed
@@ -103,8 +103,8 @@ TEST(HardenedBoundariesTest, SdpaIgnoresMetadataButMustAgreeWithIt) {
   AttentionCall call = Call();
   call.sdpa.flatten_batch = true;
   call.cu_seqlens = Offsets({10, 20, 30});
-  call.forward_metadata = *PrepareVisionAttentionMetadata(Offsets({30, 30}), kCuda, {},
-                                                          Mode::kFaithful);
+  call.forward_metadata =
+      *PrepareVisionAttentionMetadata(Offsets({30, 30}), kCuda, {}, Mode::kFaithful);
   ExpectPyError(Hardened(call, Profile::kSdpa), PyErrorKind::kValueError,
                 "forward_metadata.cu_seqlens describes the sequences [30, 30] but cu_seqlens "
                 "describes [10, 20, 30]: the kernel uses the latter and ignores "

@@ -820,15 +820,15 @@ TEST(ContractRule26, BackendSelectionAndWrongPlatformConstructors) {
   };
   // The documented commit's table.
   for (const Default& d : defaults) {
-    absl::StatusOr<std::string> backend = DetermineAttentionBackend(
-        d.platform, std::nullopt, std::nullopt, SglangVersion::k0026249);
+    absl::StatusOr<std::string> backend =
+        DetermineAttentionBackend(d.platform, std::nullopt, std::nullopt, SglangVersion::k0026249);
     ASSERT_TRUE(backend.ok()) << backend.status();
     EXPECT_EQ(*backend, d.backend);
   }
   // 0.5.23 defaults sm103 to fa4 and XPU to xpu_attn; the rest is unchanged.
   for (const Default& d : defaults) {
-    absl::StatusOr<std::string> backend = DetermineAttentionBackend(
-        d.platform, std::nullopt, std::nullopt, SglangVersion::k0_5_23);
+    absl::StatusOr<std::string> backend =
+        DetermineAttentionBackend(d.platform, std::nullopt, std::nullopt, SglangVersion::k0_5_23);
     ASSERT_TRUE(backend.ok()) << backend.status();
     const bool sm103 = d.platform.kind == Kind::kCuda && d.platform.major == 10;
     const bool xpu = d.platform.kind == Kind::kXpu;

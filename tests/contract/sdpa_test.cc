@@ -13,14 +13,14 @@
 namespace varlen {
 namespace {
 
-using ::testing::ElementsAre;
 using test::ExpectPyError;
 using test::IntTensor;
+using ::testing::ElementsAre;
 
 constexpr Device kCuda = Device::kCuda;
 
-AttentionCall Call(int64_t tokens, int64_t heads, int64_t kv_heads, int64_t dim,
-                   int64_t dim_v = -1, DType dtype = DType::kBFloat16) {
+AttentionCall Call(int64_t tokens, int64_t heads, int64_t kv_heads, int64_t dim, int64_t dim_v = -1,
+                   DType dtype = DType::kBFloat16) {
   AttentionCall call;
   call.q = Tensor::Zeros(dtype, kCuda, {tokens, heads, dim});
   call.k = Tensor::Zeros(dtype, kCuda, {tokens, kv_heads, dim});

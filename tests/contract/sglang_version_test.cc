@@ -14,9 +14,9 @@
 namespace varlen {
 namespace {
 
+using test::IntTensor;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using test::IntTensor;
 
 constexpr Device kCuda = Device::kCuda;
 
@@ -52,12 +52,13 @@ TEST(SglangVersionTest, EachDifferenceIsOnlyInTheNewerVersion) {
 // Default scales, bit for bit. The table holds, for head_dim 1..512, what
 // CPython computes for d**-0.5, 1.0/(d**0.5) and 1.0/math.sqrt(d); it was made
 // with
-//   python3 -c "import math;[print('{%s, %s, %s},' % ((d**-0.5).hex(), (1.0/(d**0.5)).hex(), (1.0/math.sqrt(d)).hex())) for d in range(1,513)]" > tests/contract/default_scales.inc
+//   python3 -c "import math;[print('{%s, %s, %s},' % ((d**-0.5).hex(), (1.0/(d**0.5)).hex(),
+//   (1.0/math.sqrt(d)).hex())) for d in range(1,513)]" > tests/contract/default_scales.inc
 
 struct PythonScales {
-  double pow_minus_half;       // head_size**-0.5, q.shape[-1] ** (-0.5)
-  double one_over_pow_half;    // 1.0 / (Lq**0.5)
-  double one_over_math_sqrt;   // 1.0 / math.sqrt(head_size)
+  double pow_minus_half;      // head_size**-0.5, q.shape[-1] ** (-0.5)
+  double one_over_pow_half;   // 1.0 / (Lq**0.5)
+  double one_over_math_sqrt;  // 1.0 / math.sqrt(head_size)
 };
 
 constexpr PythonScales kPythonScales[] = {

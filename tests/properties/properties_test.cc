@@ -315,9 +315,9 @@ RC_GTEST_PROP(HardenedProperty, SuccessMeansTheGroundTruthSequences, ()) {
   if (given() && call.kwargs.empty()) call.kwargs.emplace_back("sequence_lengths", lengths(pick()));
   if (*rc::gen::arbitrary<bool>()) {
     MetadataSpec m;
-    m.builder = *rc::gen::element(MetadataSpec::Builder::kPlain,
-                                  MetadataSpec::Builder::kFlashinferCudnn,
-                                  MetadataSpec::Builder::kManual);
+    m.builder =
+        *rc::gen::element(MetadataSpec::Builder::kPlain, MetadataSpec::Builder::kFlashinferCudnn,
+                          MetadataSpec::Builder::kManual);
     m.elem_per_token = width;
     m.cu_seqlens = offsets(pick());
     if (m.builder == MetadataSpec::Builder::kManual) {

@@ -39,8 +39,7 @@ struct Platform {
 // GPUs") when the result is fa3 on Blackwell.
 absl::StatusOr<std::string> DetermineAttentionBackend(
     const Platform& platform, const std::optional<std::string>& server_override,
-    const std::optional<std::string>& passed_backend,
-    SglangVersion version = kLatestSglangVersion);
+    const std::optional<std::string>& passed_backend, SglangVersion version = kLatestSglangVersion);
 
 // The backend's constructor platform check: OK, or the bare Exception its
 // constructor raises ("VisionFlash3Attention is only available for cuda or

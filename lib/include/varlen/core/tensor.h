@@ -120,7 +120,7 @@ class Tensor {
   Device device_ = Device::kCpu;
   Shape shape_;
   Shape strides_;
-  int64_t offset_ = 0;           // in elements
+  int64_t offset_ = 0;            // in elements
   int64_t storage_elements_ = 0;  // elements in the whole storage
   std::shared_ptr<Storage> storage_;
 };
