@@ -11,6 +11,9 @@ if(VARLEN_BUILD_CONFORMANCE)
   list(APPEND _varlen_targets varlen_conformance varlen_rapidcheck)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/conformance/include/varlen
           DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  # The regression corpus that VARLEN_CONFORMANCE_MAIN replays.
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/corpus/regressions
+          DESTINATION ${CMAKE_INSTALL_DATADIR}/varlen/corpus)
 endif()
 install(TARGETS ${_varlen_targets} EXPORT varlenTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

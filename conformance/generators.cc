@@ -1,10 +1,12 @@
 #include "varlen/conformance/generators.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "varlen/cases/case_json.h"
+#include "varlen/cases/limits.h"
 
 namespace varlen {
 namespace {
@@ -65,6 +67,42 @@ rc::Gen<ArgLiteral> GenArg(const std::vector<int64_t>& offsets, int depth) {
       }
     }
   });
+}
+
+// Lengths that expose tile and launch-grid edges, smallest first so that
+// shrinking moves toward them.
+rc::Gen<int64_t> GenSpecialLength(int64_t max_len) {
+  std::vector<int64_t> edges;
+  for (int64_t n : {1, 2, 63, 64, 65, 127, 128, 129}) {
+    if (n <= max_len) edges.push_back(n);
+  }
+  return rc::gen::weightedOneOf<int64_t>(
+      {{4, rc::gen::inRange<int64_t>(1, std::min<int64_t>(max_len, 40) + 1)},
+       {3, rc::gen::elementOf(edges)},
+       {1, rc::gen::just<int64_t>(0)}});
+}
+
+// Shrinks `g` until one attention pass fits `max_macs`: first the heads,
+// then the head dims, then the longest sequences. Deterministic, so a
+// shrunk case stays under the budget.
+void FitBudget(Geometry* g, int64_t max_macs) {
+  if (AttentionMacs(*g) <= max_macs) return;
+  g->num_heads /= g->num_kv_heads;  // keep the GQA ratio, one KV head
+  g->num_kv_heads = 1;
+  while (AttentionMacs(*g) > max_macs && (g->head_dim > 16 || g->head_dim_v > 16)) {
+    g->head_dim = std::max<int64_t>(16, g->head_dim / 2);
+    g->head_dim_v = std::max<int64_t>(16, g->head_dim_v / 2);
+  }
+  while (AttentionMacs(*g) > max_macs) {
+    auto longest = std::max_element(g->seq_lens.begin(), g->seq_lens.end());
+    *longest /= 2;
+  }
+}
+
+// The calling conventions a forward case may use on `caps`.
+std::vector<Profile> ForwardProfiles(const BackendCapabilities& caps) {
+  if (!caps.profiles.empty()) return caps.profiles;
+  return {Profile::kFa3, Profile::kTritonAttn, Profile::kFlashinferCudnn, Profile::kSdpa};
 }
 
 }  // namespace
@@ -187,6 +225,125 @@ rc::Gen<Case> GenCase(const GeometryLimits& limits) {
       if (*rc::gen::arbitrary<bool>()) e.resolved = {{"max_seqlen", *rc::gen::inRange(0, 5000)}};
       c.expect = e;
     }
+    return c;
+  });
+}
+
+rc::Gen<std::vector<int64_t>> GenSpecialSeqLens(const ForwardLimits& limits) {
+  return rc::gen::exec([limits] {
+    std::vector<int64_t> lengths;
+    const int shape = *rc::gen::weightedOneOf<int>(
+        {{3, rc::gen::just(0)}, {2, rc::gen::just(1)}, {1, rc::gen::just(2)}});
+    if (shape == 0) {  // a few sequences of any length
+      const int count = *rc::gen::inRange(1, std::min(limits.max_sequences, 6) + 1);
+      for (int i = 0; i < count; ++i) lengths.push_back(*GenSpecialLength(limits.max_len));
+    } else if (shape == 1) {  // one image
+      lengths.push_back(*GenSpecialLength(limits.max_len));
+    } else {  // many tiny ones, around the batch buckets
+      std::vector<int> counts;
+      for (int n : {7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65}) {
+        if (n <= limits.max_sequences) counts.push_back(n);
+      }
+      const int count = counts.empty() ? limits.max_sequences : *rc::gen::elementOf(counts);
+      for (int i = 0; i < count; ++i) lengths.push_back(*rc::gen::inRange<int64_t>(0, 4));
+    }
+    return lengths;
+  });
+}
+
+rc::Gen<Case> GenForwardCase(const BackendCapabilities& caps, const ForwardLimits& limits) {
+  return rc::gen::exec([caps, limits] {
+    Case c;
+    c.name = "generated";
+    c.source = "varlen conformance suite, generated";
+    Geometry& g = c.geometry;
+    g.seq_lens = *GenSpecialSeqLens(limits);
+    if (caps.max_sequences > 0 && static_cast<int64_t>(g.seq_lens.size()) > caps.max_sequences) {
+      g.seq_lens.resize(static_cast<size_t>(caps.max_sequences));
+    }
+    const int64_t ratio = caps.grouped_query_attention ? *rc::gen::element<int64_t>(1, 2, 4, 8) : 1;
+    g.num_kv_heads = *rc::gen::inRange<int64_t>(1, 3);
+    g.num_heads = g.num_kv_heads * ratio;
+    const int64_t max_dim = std::min<int64_t>(caps.max_head_dim, 256);
+    std::vector<int64_t> common_dims;
+    for (int64_t d : {64, 72, 80, 128}) {
+      if (d <= max_dim) common_dims.push_back(d);
+    }
+    g.head_dim = *rc::gen::weightedOneOf<int64_t>(
+        {{1, rc::gen::inRange<int64_t>(1, std::min<int64_t>(max_dim, 40) + 1)},
+         {common_dims.empty() ? 0 : 1,
+          common_dims.empty() ? rc::gen::just<int64_t>(1) : rc::gen::elementOf(common_dims)}});
+    g.head_dim_v = g.head_dim;
+    if (caps.distinct_value_head_dim && *rc::gen::inRange(0, 4) == 0) {
+      g.head_dim_v = *rc::gen::inRange<int64_t>(1, std::min<int64_t>(max_dim, 96) + 1);
+    }
+    std::vector<DType> dtypes;
+    for (DType d : caps.input_dtypes) {
+      if (IsFloatingPoint(d)) dtypes.push_back(d);
+    }
+    RC_PRE(!dtypes.empty());
+    g.dtype = *rc::gen::elementOf(dtypes);
+    FitBudget(&g, limits.max_macs);
+    if (caps.max_tokens > 0) {
+      while (g.total_tokens() > caps.max_tokens)
+        *std::max_element(g.seq_lens.begin(), g.seq_lens.end()) /= 2;
+    }
+
+    c.data.seed = *rc::gen::inRange<uint64_t>(0, 1'000'000);
+    c.data.distribution = *rc::gen::weightedOneOf<Distribution>(
+        {{6, rc::gen::just(Distribution::kNormal)},
+         {1, rc::gen::element(Distribution::kUniform, Distribution::kSparseSmallIntegers,
+                              Distribution::kLargeLogits, Distribution::kDominantLogit,
+                              Distribution::kConstantRows, Distribution::kNonFinite,
+                              Distribution::kSubnormal)}});
+    c.mode = *rc::gen::element(Mode::kFaithful, Mode::kHardened);
+    c.sglang = *rc::gen::elementOf(std::vector<SglangVersion>(ModelledSglangVersions().begin(),
+                                                              ModelledSglangVersions().end()));
+
+    CallSpec& call = c.call;
+    std::vector<Profile> profiles = ForwardProfiles(caps);
+    // flashinfer_cudnn offsets q, k and v with one per-token width (no GQA,
+    // no distinct value head dim).
+    if (g.head_dim_v != g.head_dim || g.num_heads != g.num_kv_heads) {
+      std::erase(profiles, Profile::kFlashinferCudnn);
+    }
+    // SGLang's sdpa reshapes v with q's head dim and broadcasts one KV head.
+    if (g.head_dim_v != g.head_dim || (g.num_kv_heads != 1 && g.num_kv_heads != g.num_heads)) {
+      std::erase(profiles, Profile::kSdpa);
+    }
+    RC_PRE(!profiles.empty());
+    call.profile = *rc::gen::elementOf(profiles);
+    const std::vector<int64_t> offsets = OffsetsOf(g.seq_lens);
+    const ArgLiteral cu = ArgLiteral::IntTensor(offsets, DType::kInt32, Device::kCuda);
+    const int64_t longest = *std::max_element(g.seq_lens.begin(), g.seq_lens.end());
+    if (call.profile == Profile::kFlashinferCudnn) {
+      MetadataSpec m;
+      m.builder = MetadataSpec::Builder::kFlashinferCudnn;
+      m.cu_seqlens = cu;
+      m.elem_per_token = g.num_heads * g.head_dim;
+      call.forward_metadata = m;
+    } else if (call.profile == Profile::kSdpa) {
+      call.cu_seqlens = cu;
+      call.sdpa.flatten_batch = true;          // one batch item holding every sequence
+    } else if (*rc::gen::arbitrary<bool>()) {  // prepared metadata
+      MetadataSpec m;
+      m.builder = MetadataSpec::Builder::kPlain;
+      m.cu_seqlens = cu;
+      call.forward_metadata = m;
+    } else {  // keyword arguments
+      call.cu_seqlens = cu;
+      call.kwargs.emplace_back("max_seqlen", ArgLiteral::Int(longest));
+    }
+    call.entry =
+        g.total_tokens() > 0 && *rc::gen::arbitrary<bool>() ? Entry::kLayer : Entry::kDirect;
+    if (caps.strided_inputs && g.head_dim_v == g.head_dim &&
+        (call.profile == Profile::kFa3 || call.profile == Profile::kTritonAttn) &&
+        *rc::gen::inRange(0, 3) == 0) {
+      call.layout = QLayout::kFusedQkv;
+    }
+    Expectation e;
+    e.outcome = Expectation::Outcome::kSuccess;
+    c.expect = e;
     return c;
   });
 }

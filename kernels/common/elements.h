@@ -10,6 +10,7 @@
 #define VARLEN_KERNELS_COMMON_ELEMENTS_H_
 
 #include <cstdint>
+#include <cstring>
 
 #include "varlen/core/dtype.h"
 
@@ -49,6 +50,44 @@ inline BFloat16 FromDouble<BFloat16>(double x) {
 template <typename T>
 double LoadAsDouble(const void* base, int64_t index) {
   return ToDouble(static_cast<const T*>(base)[index]);
+}
+
+// Single-precision paths for float32-accumulating kernels: a bfloat16 is the
+// top half of a float32, so its conversions are bit operations.
+inline float ToFloat(float x) { return x; }
+inline float ToFloat(double x) { return static_cast<float>(x); }
+inline float ToFloat(Float16 x) { return static_cast<float>(Float16BitsToDouble(x.bits)); }
+inline float ToFloat(BFloat16 x) {
+  const uint32_t bits = uint32_t{x.bits} << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+template <typename T>
+float LoadAsFloat(const void* base, int64_t index) {
+  return ToFloat(static_cast<const T*>(base)[index]);
+}
+
+// x rounded to T and back (round to nearest even), as storing a float32
+// value into a T register does.
+template <typename T>
+float RoundFloatTo(float x) {
+  return static_cast<float>(ToDouble(FromDouble<T>(x)));
+}
+template <>
+inline float RoundFloatTo<float>(float x) {
+  return x;
+}
+template <>
+inline float RoundFloatTo<BFloat16>(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return x;  // NaN stays NaN
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  bits &= 0xffff0000u;
+  std::memcpy(&x, &bits, sizeof x);
+  return x;
 }
 
 template <typename T>

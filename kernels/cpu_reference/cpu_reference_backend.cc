@@ -20,6 +20,7 @@ class CpuReferenceBackend final : public Backend {
             .max_head_dim = 512,
             .grouped_query_attention = true,
             .distinct_value_head_dim = true,
+            .strided_inputs = true,
             .device = "cpu"};
   }
   absl::Status Run(const VarlenAttentionParams& params) const override {

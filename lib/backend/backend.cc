@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace varlen {
 
@@ -28,7 +29,35 @@ absl::Status Backend::Supports(const VarlenAttentionParams& params) const {
                                                  params.head_dim_v, " != ", params.head_dim_qk,
                                                  ")"));
   }
+  const int64_t tokens = PackedTokens(params);
+  if (caps.max_tokens > 0 && tokens > caps.max_tokens) {
+    return absl::UnimplementedError(
+        absl::StrCat(name(), " supports up to ", caps.max_tokens, " tokens, not ", tokens));
+  }
+  if (caps.max_sequences > 0 && params.batch > caps.max_sequences) {
+    return absl::UnimplementedError(absl::StrCat(name(), " supports up to ", caps.max_sequences,
+                                                 " sequences, not ", params.batch));
+  }
+  if (!caps.strided_inputs && !IsDense(params)) {
+    return absl::UnimplementedError(absl::StrCat(
+        name(),
+        " needs dense q, k and v (token stride heads x head_dim, head stride head_dim); "
+        "got token strides ",
+        params.q_token_stride, "/", params.k_token_stride, "/", params.v_token_stride));
+  }
   return absl::OkStatus();
+}
+
+absl::Status SupportsProfile(const Backend& backend, Profile profile) {
+  const std::vector<Profile> profiles = backend.capabilities().profiles;
+  if (profiles.empty() || std::find(profiles.begin(), profiles.end(), profile) != profiles.end()) {
+    return absl::OkStatus();
+  }
+  std::vector<absl::string_view> names;
+  for (Profile p : profiles) names.push_back(ProfileName(p));
+  return absl::UnimplementedError(absl::StrCat(backend.name(), " consumes the kernel arguments of ",
+                                               absl::StrJoin(names, ", "), ", not ",
+                                               ProfileName(profile)));
 }
 
 }  // namespace varlen

@@ -17,8 +17,8 @@ absl::Status CheckRange(int b, absl::string_view tensor, int64_t offset, int64_t
   if (count == 0) return absl::OkStatus();
   // 128-bit: offsets and counts come from unvalidated (faithful) arguments.
   const absl::int128 last = static_cast<absl::int128>(offset) +
-                        static_cast<absl::int128>(count - 1) * token_stride +
-                        static_cast<absl::int128>(heads - 1) * head_stride + dim - 1;
+                            static_cast<absl::int128>(count - 1) * token_stride +
+                            static_cast<absl::int128>(heads - 1) * head_stride + dim - 1;
   if (offset < 0 || last >= numel) {
     const std::string end = last < std::numeric_limits<int64_t>::max()
                                 ? absl::StrCat(static_cast<int64_t>(last) + 1)
@@ -54,6 +54,17 @@ absl::Status CheckKernelBounds(const VarlenAttentionParams& p) {
     if (!status.ok()) return status;
   }
   return absl::OkStatus();
+}
+
+bool IsDense(const VarlenAttentionParams& p) {
+  return p.q_head_stride == p.head_dim_qk && p.q_token_stride == p.num_heads_q * p.head_dim_qk &&
+         p.k_head_stride == p.head_dim_qk && p.k_token_stride == p.num_heads_kv * p.head_dim_qk &&
+         p.v_head_stride == p.head_dim_v && p.v_token_stride == p.num_heads_kv * p.head_dim_v;
+}
+
+int64_t PackedTokens(const VarlenAttentionParams& p) {
+  if (p.q_token_stride <= 0) return 0;
+  return (p.q_numel + p.q_token_stride - 1) / p.q_token_stride;
 }
 
 }  // namespace varlen

@@ -26,11 +26,15 @@ bool SameDoubles(const std::vector<double>& a, const std::vector<double>& b) {
   return true;
 }
 
-constexpr std::array<std::pair<Distribution, absl::string_view>, 4> kDistributions = {{
+constexpr std::array<std::pair<Distribution, absl::string_view>, 8> kDistributions = {{
     {Distribution::kNormal, "normal"},
     {Distribution::kUniform, "uniform"},
     {Distribution::kSparseSmallIntegers, "sparse_small_integers"},
     {Distribution::kLargeLogits, "large_logits"},
+    {Distribution::kDominantLogit, "dominant_logit"},
+    {Distribution::kConstantRows, "constant_rows"},
+    {Distribution::kNonFinite, "non_finite"},
+    {Distribution::kSubnormal, "subnormal"},
 }};
 
 constexpr std::array<std::pair<QLayout, absl::string_view>, 3> kLayouts = {{

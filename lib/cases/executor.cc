@@ -312,6 +312,9 @@ void CaseRunner::Execute(const Backend& backend, Outcome* outcome) {
   const VarlenAttentionParams params = kernel->params();
   const absl::Status available = backend.Available();
   if (!available.ok()) return unsupported(available);
+  if (absl::Status supported = SupportsProfile(backend, case_.call.profile); !supported.ok()) {
+    return unsupported(supported);
+  }
   if (absl::Status supported = backend.Supports(params); !supported.ok()) {
     return unsupported(supported);
   }
@@ -330,7 +333,12 @@ void CaseRunner::Execute(const Backend& backend, Outcome* outcome) {
 
   PoisonOutput(kernel->output());
   const absl::Status ran = backend.Run(params);
-  if (absl::IsUnimplemented(ran)) return unsupported(ran);
+  if (absl::IsUnimplemented(ran)) {
+    // It accepted the call in Supports(): refusing it now is a failure.
+    return raised(absl::InternalError(absl::StrCat(
+                      "Supports() accepted the call, then Run() answered: ", ran.message())),
+                  "backend");
+  }
   if (!ran.ok()) return raised(ran, "backend");  // reported, never judged as numbers
   kernel->ApplyEpilogue();
   outcome->numerics =

@@ -42,12 +42,20 @@ bool IsPoisoned(const Tensor& t, int64_t i) {
 std::vector<double> RunReference(const Geometry& g, const Tensor& q, const Tensor& k,
                                  const Tensor& v, DType output_dtype,
                                  ReferencePrecision precision) {
-  KernelCall call =
-      BindGroundTruth(FlattenBatch(q), FlattenBatch(k), FlattenBatch(v), g.seq_lens, g.scale(), output_dtype);
+  KernelCall call = BindGroundTruth(FlattenBatch(q), FlattenBatch(k), FlattenBatch(v), g.seq_lens,
+                                    g.scale(), output_dtype);
   ReferenceAttention(call.params(), precision);
   std::vector<double> out(static_cast<size_t>(call.output().numel()));
   for (size_t i = 0; i < out.size(); ++i) out[i] = call.output().DoubleAt(static_cast<int64_t>(i));
   return out;
+}
+
+// Both NaN, or the same infinity. Where the reference is NaN or infinite a
+// kernel must be too; NaN against infinity is judged by either reference,
+// since a probability rounded to zero turns Inf * p into NaN.
+bool SameNonFinite(double actual, double expected) {
+  if (std::isnan(expected)) return std::isnan(actual);
+  return std::isinf(expected) && actual == expected;
 }
 
 }  // namespace
@@ -58,6 +66,8 @@ Reference ComputeReference(const Geometry& g, const Tensor& q, const Tensor& k, 
   r.emulated = RunReference(g, q, k, v, g.dtype, ReferencePrecision::kEmulated);
   double noise = 0.0;
   for (size_t i = 0; i < r.oracle.size(); ++i) {
+    // Non-finite elements are judged by kind, not by size.
+    if (!std::isfinite(r.oracle[i]) || !std::isfinite(r.emulated[i])) continue;
     r.emulation_error = std::max(r.emulation_error, std::fabs(r.emulated[i] - r.oracle[i]));
     const double ref = RoundToDType(r.oracle[i], g.dtype);
     const double shifted = RoundToDType(RoundToDType(ref + 0.3, g.dtype) - 0.3, g.dtype);
@@ -111,13 +121,18 @@ NumericReport JudgeOutput(const Geometry& g, const Reference& reference, const T
           const ElementLocation here{static_cast<int64_t>(s), row, h, d, expected, actual};
           const bool unwritten = IsPoisoned(output, i);
           const bool non_finite = !unwritten && std::isfinite(expected) && !std::isfinite(actual);
-          if (unwritten || non_finite) {
+          const bool lost_non_finite = !unwritten && !std::isfinite(expected) &&
+                                       !SameNonFinite(actual, expected) &&
+                                       !SameNonFinite(actual, reference.emulated[i]);
+          if (unwritten || non_finite || lost_non_finite) {
             report.unwritten += unwritten;
             report.non_finite += non_finite;
+            report.lost_non_finite += lost_non_finite;
             if (!have_bad_element) report.worst = here;
             have_bad_element = true;
             continue;
           }
+          if (!std::isfinite(expected)) continue;  // propagated as the reference does
           const double error = std::fabs(actual - expected);
           report.per_sequence_max_error[s] = std::max(report.per_sequence_max_error[s], error);
           if (std::fabs(expected) > reference.noise_floor) {
@@ -131,8 +146,8 @@ NumericReport JudgeOutput(const Geometry& g, const Reference& reference, const T
       }
     }
   }
-  report.passed =
-      report.unwritten == 0 && report.non_finite == 0 && report.max_abs_error <= report.bound;
+  report.passed = report.unwritten == 0 && report.non_finite == 0 && report.lost_non_finite == 0 &&
+                  report.max_abs_error <= report.bound;
   return report;
 }
 
@@ -145,6 +160,9 @@ std::string SummarizeNumerics(const NumericReport& r) {
     absl::StrAppend(&text, "; ", r.unwritten, " of ", r.elements, " elements never written");
   if (r.non_finite > 0)
     absl::StrAppend(&text, "; ", r.non_finite, " NaN/Inf where the reference is finite");
+  if (r.lost_non_finite > 0)
+    absl::StrAppend(&text, "; ", r.lost_non_finite,
+                    " elements not NaN/Inf (or of another kind) where the reference is");
   if (!r.passed && r.worst.sequence >= 0) {
     absl::StrAppend(
         &text,

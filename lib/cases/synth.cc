@@ -1,6 +1,9 @@
 #include "varlen/cases/synth.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace varlen {
 namespace {
@@ -14,8 +17,41 @@ uint64_t SplitMix64(uint64_t* x) {
 
 uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 
-double Sample(Prng& prng, Distribution distribution, bool is_query_or_key) {
-  switch (distribution) {
+double StandardNormal(Prng& prng) {
+  double sum = 0.0;  // Irwin-Hall: mean 6, variance 1
+  for (int i = 0; i < 12; ++i) sum += prng.NextUnit();
+  return sum - 6.0;
+}
+
+// A random subnormal of `dtype`, built from its bit layout: exponent field
+// zero, a non-zero mantissa of the dtype's width, either sign.
+double Subnormal(Prng& prng, DType dtype) {
+  int mantissa_bits = 0, min_exponent = 0;  // the value is mantissa * 2^(min_exponent - bits)
+  switch (dtype) {
+    case DType::kBFloat16:
+      mantissa_bits = 7, min_exponent = -126;
+      break;
+    case DType::kFloat16:
+      mantissa_bits = 10, min_exponent = -14;
+      break;
+    case DType::kFloat32:
+      mantissa_bits = 23, min_exponent = -126;
+      break;
+    default:
+      mantissa_bits = 52, min_exponent = -1022;
+      break;
+  }
+  const uint64_t mantissa = 1 + prng.Next() % ((uint64_t{1} << mantissa_bits) - 1);
+  const double magnitude = std::ldexp(static_cast<double>(mantissa), min_exponent - mantissa_bits);
+  return prng.Next() & 1 ? -magnitude : magnitude;
+}
+
+// One element of `stream` at flat index `i` of a tensor whose rows are
+// `row_size` elements long (one token).
+double Sample(Prng& prng, const Case& c, SynthStream stream, int64_t i, int64_t row_size,
+              int64_t numel) {
+  const bool query_or_key = stream != SynthStream::kV;
+  switch (c.data.distribution) {
     case Distribution::kUniform:
       return 2.0 * prng.NextUnit() - 1.0;
     case Distribution::kSparseSmallIntegers: {
@@ -23,14 +59,42 @@ double Sample(Prng& prng, Distribution distribution, bool is_query_or_key) {
       return static_cast<double>(static_cast<int64_t>(prng.Next() % 5) - 2);
     }
     case Distribution::kNormal:
-    case Distribution::kLargeLogits: {
-      double sum = 0.0;  // Irwin-Hall: mean 6, variance 1
-      for (int i = 0; i < 12; ++i) sum += prng.NextUnit();
-      const double normal = sum - 6.0;
+      return StandardNormal(prng);
+    case Distribution::kLargeLogits:
       // q.k has variance D; times scale D^-1/2 gives ~N(0, 1) logits, and a
       // factor 100 on each of q and k makes them ~N(0, 1e4).
-      return distribution == Distribution::kLargeLogits && is_query_or_key ? 100.0 * normal
-                                                                           : normal;
+      return (query_or_key ? 100.0 : 1.0) * StandardNormal(prng);
+    case Distribution::kDominantLogit: {
+      // Whether a key token is a spike depends on the token alone, so all
+      // its elements share the factor: its logits are ~N(0, 64).
+      Prng token(c.data.seed ^ (0x5bd1e995ULL * static_cast<uint64_t>(i / row_size + 1)));
+      const bool spike = stream == SynthStream::kK && token.Next() % 32 == 0;
+      return (spike ? 8.0 : 1.0) * StandardNormal(prng);
+    }
+    case Distribution::kConstantRows: {
+      Prng token(c.data.seed ^ (0x2545f491ULL * static_cast<uint64_t>(i / row_size + 1)));
+      const bool constant = stream == SynthStream::kQ && token.Next() % 2 == 0;
+      const double value = StandardNormal(prng);
+      return constant ? 0.0 : value;
+    }
+    case Distribution::kNonFinite: {
+      const double value = StandardNormal(prng);
+      // About two special elements per tensor, wherever they fall.
+      if (prng.NextUnit() * static_cast<double>(numel) >= 2.0) return value;
+      switch (prng.Next() % 3) {
+        case 0:
+          return std::numeric_limits<double>::quiet_NaN();
+        case 1:
+          return std::numeric_limits<double>::infinity();
+        default:
+          return -std::numeric_limits<double>::infinity();
+      }
+    }
+    case Distribution::kSubnormal: {
+      const double u = prng.NextUnit();
+      if (u < 0.25) return -0.0;
+      if (u < 0.5) return Subnormal(prng, c.geometry.dtype);
+      return StandardNormal(prng);
     }
   }
   return 0.0;
@@ -48,9 +112,9 @@ Shape QkvShape(const Case& c, int64_t heads, int64_t dim) {
 Tensor Fill(const Case& c, SynthStream stream, Shape shape) {
   Tensor t = Tensor::Zeros(c.geometry.dtype, Device::kCuda, std::move(shape));
   Prng prng(c.data.seed * 0x100000001b3ULL + static_cast<uint64_t>(stream));
-  const bool query_or_key = stream != SynthStream::kV;
+  const int64_t row_size = t.numel() / std::max<int64_t>(1, c.geometry.total_tokens());
   for (int64_t i = 0; i < t.numel(); ++i) {
-    t.SetDoubleAt(i, Sample(prng, c.data.distribution, query_or_key));
+    t.SetDoubleAt(i, Sample(prng, c, stream, i, std::max<int64_t>(1, row_size), t.numel()));
   }
   return t;
 }

@@ -44,6 +44,17 @@ BackendCapabilities Float16Up64() {
 
 // Launch parameters that every capability above admits: float16, 4 heads,
 // head_dim 64 for q, k and v.
+// `p` with the strides of dense [tokens, heads, head_dim] tensors.
+VarlenAttentionParams Dense(VarlenAttentionParams p) {
+  p.q_head_stride = p.k_head_stride = p.head_dim_qk;
+  p.v_head_stride = p.o_head_stride = p.head_dim_v;
+  p.q_token_stride = int64_t{p.num_heads_q} * p.head_dim_qk;
+  p.k_token_stride = int64_t{p.num_heads_kv} * p.head_dim_qk;
+  p.v_token_stride = int64_t{p.num_heads_kv} * p.head_dim_v;
+  p.o_token_stride = int64_t{p.num_heads_q} * p.head_dim_v;
+  return p;
+}
+
 VarlenAttentionParams Admissible() {
   VarlenAttentionParams p;
   p.input_dtype = DType::kFloat16;
@@ -118,14 +129,14 @@ TEST(RegistryTest, RuntimeRegistrationAppearsAfterTheBuiltins) {
 
 TEST(SupportsTest, InsideTheCapabilitiesIsOk) {
   DeclaredBackend backend("narrow", Float16Up64());
-  EXPECT_TRUE(backend.Supports(Admissible()).ok());
+  EXPECT_TRUE(backend.Supports(Dense(Admissible())).ok());
 }
 
 TEST(SupportsTest, UnsupportedDTypeIsUnimplemented) {
   DeclaredBackend backend("narrow", Float16Up64());
   VarlenAttentionParams p = Admissible();
   p.input_dtype = DType::kBFloat16;
-  const absl::Status status = backend.Supports(p);
+  const absl::Status status = backend.Supports(Dense(p));
   EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
   EXPECT_EQ(status.message(), "narrow does not support dtype bfloat16");
 }
@@ -135,7 +146,7 @@ TEST(SupportsTest, HeadDimAboveTheMaximumIsUnimplemented) {
   VarlenAttentionParams p = Admissible();
   p.head_dim_qk = 65;
   p.head_dim_v = 65;
-  absl::Status status = backend.Supports(p);
+  absl::Status status = backend.Supports(Dense(p));
   EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
   EXPECT_EQ(status.message(), "narrow supports head_dim up to 64, not 65");
 
@@ -147,7 +158,7 @@ TEST(SupportsTest, HeadDimAboveTheMaximumIsUnimplemented) {
   }());
   p = Admissible();
   p.head_dim_v = 96;
-  status = wide_v.Supports(p);
+  status = wide_v.Supports(Dense(p));
   EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
   EXPECT_EQ(status.message(), "narrow supports head_dim up to 64, not 96");
 }
@@ -157,27 +168,27 @@ TEST(SupportsTest, GroupedQueryAttentionNeedsTheCapability) {
   VarlenAttentionParams p = Admissible();
   p.num_heads_q = 6;
   p.num_heads_kv = 2;
-  const absl::Status status = backend.Supports(p);
+  const absl::Status status = backend.Supports(Dense(p));
   EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
   EXPECT_EQ(status.message(),
             "narrow does not support grouped-query attention (6 query heads, 2 key/value heads)");
 
   BackendCapabilities caps = Float16Up64();
   caps.grouped_query_attention = true;
-  EXPECT_TRUE(DeclaredBackend("gqa", caps).Supports(p).ok());
+  EXPECT_TRUE(DeclaredBackend("gqa", caps).Supports(Dense(p)).ok());
 }
 
 TEST(SupportsTest, DistinctValueHeadDimNeedsTheCapability) {
   DeclaredBackend backend("narrow", Float16Up64());
   VarlenAttentionParams p = Admissible();
   p.head_dim_v = 32;
-  const absl::Status status = backend.Supports(p);
+  const absl::Status status = backend.Supports(Dense(p));
   EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
   EXPECT_EQ(status.message(), "narrow needs head_dim_v == head_dim (32 != 64)");
 
   BackendCapabilities caps = Float16Up64();
   caps.distinct_value_head_dim = true;
-  EXPECT_TRUE(DeclaredBackend("distinct", caps).Supports(p).ok());
+  EXPECT_TRUE(DeclaredBackend("distinct", caps).Supports(Dense(p)).ok());
 }
 
 TEST(SupportsTest, CpuReferenceRunsEverythingUpTo512) {
@@ -195,6 +206,47 @@ TEST(SupportsTest, CpuReferenceRunsEverythingUpTo512) {
   p.head_dim_qk = 64;
   p.input_dtype = DType::kInt32;
   EXPECT_EQ(reference->Supports(p).message(), "cpu_reference does not support dtype int32");
+}
+
+TEST(SupportsTest, StridedInputsNeedTheCapability) {
+  VarlenAttentionParams p = Dense(Admissible());
+  p.q_token_stride = 3 * p.q_token_stride;  // q a column slice of a fused projection
+  const absl::Status status = DeclaredBackend("narrow", Float16Up64()).Supports(p);
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(status.message(),
+            "narrow needs dense q, k and v (token stride heads x head_dim, head stride "
+            "head_dim); got token strides 768/256/256");
+  BackendCapabilities caps = Float16Up64();
+  caps.strided_inputs = true;
+  EXPECT_TRUE(DeclaredBackend("strided", caps).Supports(p).ok());
+}
+
+TEST(SupportsTest, TokenAndSequenceLimits) {
+  BackendCapabilities caps = Float16Up64();
+  caps.max_tokens = 100;
+  caps.max_sequences = 4;
+  const DeclaredBackend backend("limited", caps);
+  VarlenAttentionParams p = Dense(Admissible());
+  p.q_numel = 100 * p.q_token_stride;
+  p.batch = 4;
+  EXPECT_TRUE(backend.Supports(p).ok());
+  p.q_numel = 101 * p.q_token_stride;
+  EXPECT_EQ(backend.Supports(p).message(), "limited supports up to 100 tokens, not 101");
+  p.q_numel = 100 * p.q_token_stride;
+  p.batch = 5;
+  EXPECT_EQ(backend.Supports(p).message(), "limited supports up to 4 sequences, not 5");
+}
+
+TEST(SupportsTest, ProfilesItConsumes) {
+  EXPECT_TRUE(SupportsProfile(DeclaredBackend("any", Float16Up64()), Profile::kSdpa).ok());
+  BackendCapabilities caps = Float16Up64();
+  caps.profiles = {Profile::kFa3, Profile::kTritonAttn};
+  const DeclaredBackend backend("varlen_only", caps);
+  EXPECT_TRUE(SupportsProfile(backend, Profile::kTritonAttn).ok());
+  const absl::Status status = SupportsProfile(backend, Profile::kSdpa);
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(status.message(),
+            "varlen_only consumes the kernel arguments of fa3, triton_attn, not sdpa");
 }
 
 }  // namespace

@@ -190,7 +190,8 @@ TEST(ParseCaseTest, WrongTypesNameThePathAndWhatWasFound) {
        "x.json: $.data.seed: expected an integer in [0, 2^64), got number -1"},
       {R"({"data": {"distribution": "gaussian"}})",
        "x.json: $.data.distribution: distribution \"gaussian\" is not one of normal, uniform, "
-       "sparse_small_integers, large_logits"},
+       "sparse_small_integers, large_logits, dominant_logit, constant_rows, non_finite, "
+       "subnormal"},
       {R"({"call": {"kwargs": {"max_seqlen": {"dtype": "int32"}}}})",
        "x.json: $.call.kwargs.max_seqlen: an object value must have one of the keys tensor, "
        "float, singleton_cache, empty_like"},

@@ -3,6 +3,7 @@
 
 #include "varlen/cases/executor.h"
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -539,6 +540,81 @@ TEST(ExecutorTest, UnavailableBackendIsUnsupported) {
   EXPECT_EQ(o.observed, Observed::kUnsupported);
   EXPECT_EQ(o.verdict, Verdict::kUnsupported);
   EXPECT_EQ(o.unsupported.message(), "no device here");
+}
+
+// Declares everything, then refuses at run time.
+class RefusingBackend final : public Backend {
+ public:
+  absl::string_view name() const override { return "refusing"; }
+  absl::string_view description() const override { return "claims support, then refuses"; }
+  BackendCapabilities capabilities() const override { return Reference().capabilities(); }
+  absl::Status Run(const VarlenAttentionParams&) const override {
+    return absl::UnimplementedError("head_dim 8 is not compiled in");
+  }
+};
+
+TEST(ExecutorTest, RefusingAfterClaimingSupportFails) {
+  const Outcome o = RunCase(ParseOrDie(Fa3Case()), RefusingBackend());
+  EXPECT_EQ(o.observed, Observed::kError);
+  EXPECT_EQ(o.verdict, Verdict::kFail);
+  EXPECT_EQ(o.error_stage, "backend");
+  EXPECT_EQ(o.error.message(),
+            "Supports() accepted the call, then Run() answered: head_dim 8 is not compiled in");
+}
+
+// Consumes sdpa's kernel arguments only.
+class SdpaOnlyBackend final : public Backend {
+ public:
+  absl::string_view name() const override { return "sdpa_only"; }
+  absl::string_view description() const override { return "sdpa's calling convention only"; }
+  BackendCapabilities capabilities() const override {
+    BackendCapabilities caps = Reference().capabilities();
+    caps.profiles = {Profile::kSdpa};
+    return caps;
+  }
+  absl::Status Run(const VarlenAttentionParams& p) const override { return Reference().Run(p); }
+};
+
+TEST(ExecutorTest, AProfileTheBackendDoesNotConsumeIsUnsupported) {
+  const Outcome o = RunCase(ParseOrDie(Fa3Case()), SdpaOnlyBackend());
+  EXPECT_EQ(o.verdict, Verdict::kUnsupported);
+  EXPECT_EQ(o.unsupported.message(), "sdpa_only consumes the kernel arguments of sdpa, not fa3");
+}
+
+// Computes exactly, then replaces NaN and Inf with 0 (a nan_to_num in the
+// epilogue).
+class ScrubbingBackend final : public Backend {
+ public:
+  absl::string_view name() const override { return "scrubbing"; }
+  absl::string_view description() const override { return "hides NaN and Inf"; }
+  BackendCapabilities capabilities() const override { return Reference().capabilities(); }
+  absl::Status Run(const VarlenAttentionParams& p) const override {
+    VARLEN_RETURN_IF_ERROR(Reference().Run(p));
+    VARLEN_DISPATCH_FLOAT_TYPES(p.output_dtype, T, [&] {
+      for (int64_t i = 0; i < p.o_numel; ++i) {
+        if (!std::isfinite(kernels::LoadAsDouble<T>(p.o, i)))
+          kernels::StoreFromDouble<T>(p.o, i, 0.0);
+      }
+    });
+    return absl::OkStatus();
+  }
+};
+
+TEST(ExecutorTest, NonFiniteValuesMustPropagateWhereTheReferenceHasThem) {
+  json j = Fa3Case();
+  j["data"] = {{"seed", 3}, {"distribution", "non_finite"}};
+  j["geometry"]["seq_lens"] = {30, 50};
+  j["call"]["cu_seqlens"]["tensor"] = {0, 30, 80};
+  j["call"]["kwargs"]["max_seqlen"] = 50;
+  const Case c = ParseOrDie(j);
+  const Outcome exact = RunCase(c, Reference());
+  ASSERT_EQ(exact.verdict, Verdict::kPass) << SummarizeNumerics(*exact.numerics);
+  const Outcome scrubbed = RunCase(c, ScrubbingBackend());
+  EXPECT_EQ(scrubbed.observed, Observed::kCorruption);
+  ASSERT_TRUE(scrubbed.numerics.has_value());
+  EXPECT_GT(scrubbed.numerics->lost_non_finite, 0);
+  EXPECT_THAT(SummarizeNumerics(*scrubbed.numerics),
+              HasSubstr("elements not NaN/Inf (or of another kind) where the reference is"));
 }
 
 // ---------------------------------------------------------------------------

@@ -38,6 +38,7 @@ class StrideMutant final : public Backend {
             .max_head_dim = 256,
             .grouped_query_attention = true,
             .distinct_value_head_dim = true,
+            .strided_inputs = true,
             .device = "cpu"};
   }
   absl::Status Run(const VarlenAttentionParams& params) const override {

@@ -10,6 +10,11 @@
 //   GenCase         a valid Case of any profile, mode, SGLang version, entry,
 //                   layout and argument forms (for format and robustness
 //                   properties)
+//   GenForwardCase  a correct call that must succeed and run forward: a
+//                   geometry weighted toward the values kernels get wrong
+//                   (tile edges, batch buckets, GQA ratios, odd head dims),
+//                   every data distribution, dense and fused-qkv layouts,
+//                   within a backend's capabilities and a compute budget
 //
 // Example:
 //   RC_GTEST_PROP(MySuite, Holds, ()) {
@@ -25,6 +30,7 @@
 #include <vector>
 
 #include "rapidcheck.h"
+#include "varlen/backend/backend.h"
 #include "varlen/cases/case.h"
 
 namespace varlen {
@@ -44,6 +50,23 @@ rc::Gen<Geometry> GenGeometry(const GeometryLimits& limits = {});
 
 // Any valid case (ValidateCase passes), geometry within `limits`.
 rc::Gen<Case> GenCase(const GeometryLimits& limits = {});
+
+struct ForwardLimits {
+  int64_t max_macs = 2'000'000;  // of one attention pass (AttentionMacs)
+  int max_sequences = 70;
+  int64_t max_len = 129;
+};
+
+// Sequence lengths weighted toward special values: one sequence, a few of
+// lengths around the tile sizes 64 and 128, many tiny ones around the batch
+// buckets 8/16/32/64, zero-length ones. Shrinks toward fewer, shorter.
+rc::Gen<std::vector<int64_t>> GenSpecialSeqLens(const ForwardLimits& limits = {});
+
+// A case whose arguments are correct for its profile, mode and version, so
+// it must succeed with output equal to the reference. Only what `caps`
+// declares is generated (dtypes, GQA, value head dim, strided inputs,
+// profiles, head dim, tokens, sequences).
+rc::Gen<Case> GenForwardCase(const BackendCapabilities& caps, const ForwardLimits& limits = {});
 
 // The token offsets [0, l0, l0+l1, ...] of `lengths`.
 std::vector<int64_t> OffsetsOf(const std::vector<int64_t>& lengths);

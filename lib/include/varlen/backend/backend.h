@@ -24,16 +24,28 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "varlen/backend/params.h"
+#include "varlen/contract/call.h"
 #include "varlen/core/dtype.h"
 
 namespace varlen {
 
+// What a backend declares it runs. A case outside it is "not supported",
+// never passed or failed; a backend that accepts a case and then answers
+// Unimplemented from Run() fails it.
 struct BackendCapabilities {
   std::vector<DType> input_dtypes;  // for q, k and v
   int max_head_dim = 0;             // head_dim_qk and head_dim_v up to this
   bool grouped_query_attention = false;
   bool distinct_value_head_dim = false;  // head_dim_v != head_dim_qk
-  std::string device;                    // "cpu" or "cuda"
+  // q, k and v whose token or head stride is not the dense one (views of a
+  // fused qkv projection). Without it such calls are not supported.
+  bool strided_inputs = false;
+  // The calling conventions whose kernel arguments it consumes (the kernel
+  // an SGLang profile binds); empty: every profile.
+  std::vector<Profile> profiles = {};
+  int64_t max_tokens = 0;      // rows of q; 0: no limit
+  int64_t max_sequences = 0;   // entries of the batch; 0: no limit
+  std::string device = "cpu";  // or "cuda"
 };
 
 class Backend {
@@ -51,13 +63,18 @@ class Backend {
   virtual absl::Status Available() const { return absl::OkStatus(); }
 
   // OK, or Unimplemented naming what is outside the capabilities. The
-  // default checks `params` against capabilities().
+  // default checks `params` against capabilities() (everything but the
+  // profile, which SupportsProfile checks).
   virtual absl::Status Supports(const VarlenAttentionParams& params) const;
 
   // Computes the attention described by `params` into params.o.
   // REQUIRES: Supports(params).ok() and CheckKernelBounds(params).ok().
   virtual absl::Status Run(const VarlenAttentionParams& params) const = 0;
 };
+
+// OK when `backend` consumes the kernel arguments of `profile`, else
+// Unimplemented naming the profiles it does.
+absl::Status SupportsProfile(const Backend& backend, Profile profile);
 
 }  // namespace varlen
 

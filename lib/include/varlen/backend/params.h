@@ -81,6 +81,13 @@ inline int KvHeadFor(const VarlenAttentionParams& p, int h) {
   return h / (p.num_heads_q / p.num_heads_kv);
 }
 
+// True when q, k and v are [tokens, heads, head_dim] with no gaps (not views
+// of a fused projection).
+bool IsDense(const VarlenAttentionParams& p);
+
+// Tokens of the packed q (rows of its buffer).
+int64_t PackedTokens(const VarlenAttentionParams& p);
+
 // OK when every element a kernel would read or write lies inside its buffer;
 // otherwise OutOfRange naming the sequence, the tensor and the range. A GPU
 // kernel given such params reads foreign memory or faults.

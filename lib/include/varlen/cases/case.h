@@ -59,6 +59,10 @@ enum class Distribution {
   kUniform,              // U[-1, 1)
   kSparseSmallIntegers,  // 80% zeros, else a uniform integer in [-2, 2] (so ~84% zeros)
   kLargeLogits,          // q and k scaled so logits reach about +-1e4
+  kDominantLogit,        // normal, but 1 key token in 32 scaled by 8: near one-hot rows
+  kConstantRows,         // normal, but half of the query tokens all zero: equal logits
+  kNonFinite,            // normal, plus about two NaN, +Inf or -Inf per tensor
+  kSubnormal,            // a quarter -0.0, a quarter subnormals of the dtype, else normal
 };
 
 absl::string_view DistributionName(Distribution d);

@@ -13,9 +13,12 @@
 // the dtype: the rounding noise of one add at the output's magnitude (the
 // rule FlashAttention 3 uses, with factor 2).
 //
-// Besides the error, the judge counts NaN/Inf where the oracle is finite and
-// output elements the kernel never wrote (the output is poisoned with a
-// sentinel NaN before the run). Any of those fails, whatever the error.
+// Besides the error, the judge counts NaN/Inf where the oracle is finite,
+// finite values where the oracle is NaN/Inf (NaN and Inf propagate exactly
+// where the reference has them; NaN against Inf may follow either the oracle
+// or the emulation), and output elements the kernel never wrote (the output
+// is poisoned with a sentinel NaN before the run). Any of those fails,
+// whatever the error.
 
 #ifndef VARLEN_CASES_NUMERICS_H_
 #define VARLEN_CASES_NUMERICS_H_
@@ -56,10 +59,11 @@ struct ElementLocation {
 
 struct NumericReport {
   int64_t elements = 0;
-  int64_t unwritten = 0;       // still holding the poison sentinel
-  int64_t non_finite = 0;      // NaN/Inf where the oracle is finite
-  double max_abs_error = 0.0;  // over written, finite elements
-  double max_rel_error = 0.0;  // over elements with |oracle| > noise_floor
+  int64_t unwritten = 0;        // still holding the poison sentinel
+  int64_t non_finite = 0;       // NaN/Inf where the oracle is finite
+  int64_t lost_non_finite = 0;  // finite (or another NaN/Inf) where the oracle is NaN/Inf
+  double max_abs_error = 0.0;   // over written, finite elements
+  double max_rel_error = 0.0;   // over elements with |oracle| > noise_floor
   double emulation_error = 0.0;
   double noise_floor = 0.0;
   double tolerance_factor = 0.0;

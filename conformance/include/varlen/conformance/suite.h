@@ -1,0 +1,106 @@
+// File: varlen/conformance/suite.h
+// -----------------------------------------------------------------------------
+//
+// The whole conformance suite for a backend, registered with one line: the
+// regression corpus replayed (Corpus.<case>/<backend>) and the generated
+// properties (Conformance.<property>/<backend>):
+//
+//   Numerics          correct calls of every profile, mode and version, on
+//                     geometries weighted toward tile and bucket edges and
+//                     every data distribution, judged elementwise against
+//                     float64 (NaN/Inf exactly where the reference has them,
+//                     every element written)
+//   SystematicError   a bias or an error growth that stays inside the
+//                     elementwise bound (rounding toward zero, low-precision
+//                     accumulation): signed error and RMS error in units of
+//                     the output dtype's ulp, against a same-precision kernel
+//   PoisonedNeighbours a sequence's output does not change by a bit when its
+//                     neighbours and the tail beyond the last offset are NaN
+//   SequencePermutation each sequence's output does not change by a bit when
+//                     the sequences are packed in another order
+//
+// In a backend's own test binary (link varlen::conformance):
+//
+//   #include "varlen/conformance/suite.h"
+//   VARLEN_CONFORMANCE_MAIN(MyBackend)
+//
+// The binary honours VARLEN_TIER (smoke, full, nightly), VARLEN_FAILURES_DIR
+// (default ./varlen-failures), VARLEN_CORPUS_DIR and RC_PARAMS, and
+// `--repro=FILE` replays one case file on the backend. Each failing property
+// writes its shrunk case there as a corpus-ready JSON file and prints the
+// line that replays it.
+
+#ifndef VARLEN_CONFORMANCE_SUITE_H_
+#define VARLEN_CONFORMANCE_SUITE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "varlen/backend/backend.h"
+#include "varlen/conformance/generators.h"
+
+namespace varlen {
+
+enum class Tier {
+  kSmoke,    // seconds: every property, small cases (CI, every commit)
+  kFull,     // minutes: more and larger cases
+  kNightly,  // hours: many more, a fresh seed each run
+};
+
+absl::string_view TierName(Tier tier);  // "smoke", "full", "nightly"
+absl::StatusOr<Tier> ParseTier(absl::string_view name);
+
+// How one property runs at a tier. RC_PARAMS keys override these.
+struct PropertyBudget {
+  int cases = 0;             // RapidCheck max_success
+  ForwardLimits limits;      // geometry and compute per case
+  double time_budget_s = 0;  // stop generating after this (0: none)
+  uint64_t seed = 0;         // 0: a fresh seed (printed)
+};
+
+PropertyBudget BudgetFor(absl::string_view property, Tier tier);
+
+struct SuiteOptions {
+  std::vector<std::string> backends;  // empty: every registered backend
+  std::string corpus_dir;             // empty: no corpus replay
+  Tier tier = Tier::kSmoke;
+  std::string failures_dir = "varlen-failures";
+  // How the failure message says to replay a case ("varlen repro {file}
+  // --backend={backend}" by default).
+  std::string repro_command;
+};
+
+// Overrides `options` with VARLEN_TIER, VARLEN_FAILURES_DIR and
+// VARLEN_CORPUS_DIR when they are set. An unknown tier is an error.
+absl::StatusOr<SuiteOptions> ApplyEnvironment(SuiteOptions options);
+
+// Registers the corpus tests and the property tests on each backend. Call
+// after testing::InitGoogleTest and before RUN_ALL_TESTS.
+absl::Status RegisterConformanceSuite(const SuiteOptions& options);
+
+// The main() of a backend's conformance binary: registers `backend`, then
+// the whole suite on it, and runs it (or `--repro=FILE`).
+int ConformanceMain(int argc, char** argv, std::unique_ptr<Backend> backend,
+                    const char* corpus_dir);
+
+}  // namespace varlen
+
+// The installed corpus (or the source tree's, in a build tree); the
+// varlen::conformance target defines it for its users.
+#ifndef VARLEN_CORPUS_DIR
+#define VARLEN_CORPUS_DIR ""
+#endif
+
+// One line: a main() that runs the whole suite on BackendClass.
+#define VARLEN_CONFORMANCE_MAIN(BackendClass)                                      \
+  int main(int argc, char** argv) {                                                \
+    return ::varlen::ConformanceMain(argc, argv, std::make_unique<BackendClass>(), \
+                                     VARLEN_CORPUS_DIR);                           \
+  }
+
+#endif  // VARLEN_CONFORMANCE_SUITE_H_

@@ -1,0 +1,129 @@
+// Tests the CPU FlashAttention backend: against the float64 oracle through
+// the numerical judge on the shapes where tiled kernels go wrong (tile
+// remainders, zero-length sequences, GQA, distinct value head dims, strided
+// views), bitwise determinism across thread counts, and its bfloat16
+// rounding against the harness's own.
+
+#include "flash_attention.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/common/elements.h"
+#include "varlen/backend/bind.h"
+#include "varlen/backend/registry.h"
+#include "varlen/cases/executor.h"
+#include "varlen/cases/synth.h"
+#include "varlen/core/dtype.h"
+
+namespace varlen {
+namespace {
+
+const Backend& CpuFlash() { return *FindBackend("cpu_flash"); }
+
+Case MakeCase(std::vector<int64_t> lengths, int64_t heads, int64_t kv_heads, int64_t dim,
+              int64_t dim_v, DType dtype, uint64_t seed) {
+  Case c;
+  c.name = "flash";
+  c.source = "test";
+  c.geometry.seq_lens = std::move(lengths);
+  c.geometry.num_heads = heads;
+  c.geometry.num_kv_heads = kv_heads;
+  c.geometry.head_dim = dim;
+  c.geometry.head_dim_v = dim_v;
+  c.geometry.dtype = dtype;
+  c.data.seed = seed;
+  std::vector<int64_t> offsets = {0};
+  for (int64_t n : c.geometry.seq_lens) offsets.push_back(offsets.back() + n);
+  c.call.profile = Profile::kFa3;
+  c.call.cu_seqlens = ArgLiteral::IntTensor(offsets, DType::kInt32, Device::kCuda);
+  return c;
+}
+
+TEST(FlashAttentionTest, MatchesTheOracleAroundTileBoundaries) {
+  const std::vector<std::vector<int64_t>> batches = {
+      {1}, {63}, {64}, {65}, {127, 128, 129}, {0, 5, 0, 200, 0}, {1, 1, 1, 1}};
+  uint64_t seed = 1;
+  for (const auto& lengths : batches) {
+    for (DType dtype : {DType::kBFloat16, DType::kFloat16, DType::kFloat32}) {
+      const Outcome o = RunCase(MakeCase(lengths, 4, 2, 72, 72, dtype, seed++), CpuFlash());
+      EXPECT_EQ(o.observed, Observed::kSuccess)
+          << DTypeName(dtype) << " " << testing::PrintToString(lengths) << ": "
+          << (o.numerics.has_value() ? SummarizeNumerics(*o.numerics) : "");
+    }
+  }
+}
+
+TEST(FlashAttentionTest, HeadDimsGroupsAndValueDims) {
+  uint64_t seed = 100;
+  for (int64_t dim : {1, 16, 64, 80, 96, 128, 200}) {
+    for (auto [heads, kv_heads] : {std::pair{1, 1}, std::pair{8, 1}, std::pair{8, 2}}) {
+      const int64_t dim_v = dim == 200 ? 40 : dim;
+      const Outcome o = RunCase(
+          MakeCase({33, 70}, heads, kv_heads, dim, dim_v, DType::kBFloat16, seed++), CpuFlash());
+      EXPECT_EQ(o.observed, Observed::kSuccess)
+          << "head_dim " << dim << " heads " << heads << "/" << kv_heads;
+    }
+  }
+}
+
+TEST(FlashAttentionTest, LargeLogitsStayFinite) {
+  Case c = MakeCase({130, 9}, 2, 2, 64, 64, DType::kBFloat16, 7);
+  c.data.distribution = Distribution::kLargeLogits;
+  EXPECT_EQ(RunCase(c, CpuFlash()).observed, Observed::kSuccess);
+}
+
+TEST(FlashAttentionTest, StridedViewsOfAFusedProjection) {
+  Case c = MakeCase({40, 90}, 4, 2, 16, 16, DType::kBFloat16, 11);
+  c.call.layout = QLayout::kFusedQkv;
+  EXPECT_EQ(RunCase(c, CpuFlash()).observed, Observed::kSuccess);
+}
+
+TEST(FlashAttentionTest, ThreadCountDoesNotChangeABit) {
+  const Case c = MakeCase({100, 257, 3}, 4, 4, 32, 32, DType::kBFloat16, 21);
+  const QkvTensors qkv = SynthesizeQkv(c);
+  const KernelCall one = BindGroundTruth(qkv.q, qkv.k, qkv.v, c.geometry.seq_lens,
+                                         c.geometry.scale(), DType::kBFloat16);
+  const KernelCall two = BindGroundTruth(qkv.q, qkv.k, qkv.v, c.geometry.seq_lens,
+                                         c.geometry.scale(), DType::kBFloat16);
+  FlashAttention(one.params(), 1);
+  FlashAttention(two.params(), 2);
+  for (int64_t i = 0; i < one.output().numel(); ++i) {
+    ASSERT_EQ(one.output().data<uint16_t>()[i], two.output().data<uint16_t>()[i]) << i;
+  }
+}
+
+TEST(FlashAttentionTest, RowsWithoutKeysAreZero) {
+  const Case c = MakeCase({8}, 1, 1, 4, 4, DType::kFloat32, 3);
+  const QkvTensors qkv = SynthesizeQkv(c);
+  KernelCall call = BindGroundTruth(qkv.q, qkv.k, qkv.v, {8}, 0.5, DType::kFloat32);
+  VarlenAttentionParams p = call.params();
+  p.max_keys = 0;
+  FlashAttention(p);
+  for (int64_t i = 0; i < call.output().numel(); ++i) EXPECT_EQ(call.output().DoubleAt(i), 0.0);
+}
+
+TEST(FlashAttentionTest, BFloat16RoundingIsTheHarnesss) {
+  std::vector<float> values = {0.0f,        -0.0f,    1.0f,       1.00390625f, 1.0078125f,
+                               1.01171875f, 3.14159f, 1e-30f,     -2.5e-39f,   65504.0f,
+                               3.4e38f,     -3.4e38f, 0.33333334f};
+  for (uint32_t bits = 0x3f800000u; bits < 0x3f800000u + 70000u; bits += 7u) {
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    values.push_back(f);
+  }
+  for (float f : values) {
+    EXPECT_EQ(kernels::RoundFloatTo<kernels::BFloat16>(f), RoundToDType(f, DType::kBFloat16)) << f;
+  }
+  EXPECT_TRUE(std::isnan(kernels::RoundFloatTo<kernels::BFloat16>(std::nanf(""))));
+  EXPECT_EQ(kernels::RoundFloatTo<kernels::BFloat16>(std::numeric_limits<float>::infinity()),
+            std::numeric_limits<float>::infinity());
+}
+
+}  // namespace
+}  // namespace varlen
