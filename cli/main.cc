@@ -8,8 +8,14 @@
 //       modelled version and prints where the outcome differs between them.
 //       Exit status: 0 when every case met its expectation, 1 when any did
 //       not, 2 for an unreadable or invalid case file or a usage error.
+//       --backend also accepts the name of a mutant (see mutants).
 //   varlen backends
 //       Lists the backends with their capabilities and availability.
+//   varlen mutants [--tier=smoke|full|nightly] [--anchors] [--only=TEXT]
+//       Runs the conformance suite's properties on every mutant of cpu_flash
+//       (and, with --anchors, the other projects' generators beside them),
+//       prints progress to stderr and a markdown table to stdout. Exit
+//       status: 0 when the suite killed every mutant, 1 when one survived.
 
 #include <algorithm>
 #include <cstdio>
@@ -30,6 +36,10 @@
 #include "varlen/cases/executor.h"
 #include "varlen/cases/report.h"
 #include "varlen/contract/sglang_version.h"
+#ifdef VARLEN_HAVE_MUTANTS
+#include "absl/strings/str_format.h"
+#include "mutants.h"
+#endif
 
 ABSL_FLAG(std::string, backend, "all", "backend to run the cases on, or \"all\" available ones");
 ABSL_FLAG(bool, json, false, "print one JSON document instead of text");
@@ -37,6 +47,9 @@ ABSL_FLAG(bool, brief, false, "one line per run; full reports only for failures"
 ABSL_FLAG(std::string, sglang, "",
           "the SGLang version faithful mode reproduces: a modelled version, \"all\" to compare "
           "every modelled version, or empty for each case's own (default: the latest)");
+ABSL_FLAG(std::string, tier, "smoke", "mutants: the suite's tier (smoke, full, nightly)");
+ABSL_FLAG(bool, anchors, false, "mutants: also run the other projects' generators");
+ABSL_FLAG(std::string, only, "", "mutants: only the mutants whose name contains this");
 
 namespace varlen {
 namespace {
@@ -49,6 +62,7 @@ constexpr absl::string_view kUsage =
     "usage:\n"
     "  varlen repro FILE|DIR... [--backend=NAME|all] [--sglang=VERSION|all] [--json] [--brief]\n"
     "  varlen backends\n"
+    "  varlen mutants [--tier=smoke|full|nightly] [--anchors] [--only=TEXT]\n"
     "\n"
     "repro exits 0 when every case meets its expectation, 1 when one does not,\n"
     "2 for an invalid case file or a usage error.";
@@ -61,8 +75,9 @@ int UsageError(absl::string_view message) {
 // absl exits with status 1 on an unknown flag; check first so usage errors
 // keep their own status.
 bool CheckFlagNames(int argc, char** argv, std::string* unknown) {
-  constexpr absl::string_view kKnown[] = {"backend", "json", "brief",    "nojson",    "nobrief",
-                                          "sglang",  "help", "helpfull", "helpshort", "version"};
+  constexpr absl::string_view kKnown[] = {
+      "backend", "json",      "brief", "nojson", "nobrief",  "sglang",    "tier",
+      "anchors", "noanchors", "only",  "help",   "helpfull", "helpshort", "version"};
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
     if (arg == "--") break;
@@ -96,6 +111,19 @@ int ListBackends() {
   return kExitOk;
 }
 
+// A mutant named on the command line (`--backend=flash_nan_to_zero`), so a
+// case the suite shrank on it replays here; mutants are never in "all".
+const Backend* FindMutant(absl::string_view name) {
+#ifdef VARLEN_HAVE_MUTANTS
+  static std::vector<Mutant>* const mutants = new std::vector<Mutant>(FlashMutants());
+  for (const Mutant& mutant : *mutants) {
+    if (mutant.name == name) return mutant.backend.get();
+  }
+#endif
+  (void)name;
+  return nullptr;
+}
+
 int Repro(const std::vector<std::string>& paths) {
   if (paths.empty()) return UsageError("repro needs at least one case file or directory");
   std::vector<const Backend*> backends;
@@ -106,6 +134,8 @@ int Repro(const std::vector<std::string>& paths) {
     }
   } else if (const Backend* b = FindBackend(chosen)) {
     backends.push_back(b);
+  } else if (const Backend* mutant = FindMutant(chosen)) {
+    backends.push_back(mutant);
   } else {
     std::vector<std::string> names;
     for (const Backend* known : AllBackends()) names.emplace_back(known->name());
@@ -228,6 +258,29 @@ int Repro(const std::vector<std::string>& paths) {
   return failed == 0 ? kExitOk : kExitFailed;
 }
 
+#ifdef VARLEN_HAVE_MUTANTS
+int Mutants() {
+  MutationOptions options;
+  absl::StatusOr<Tier> tier = ParseTier(absl::GetFlag(FLAGS_tier));
+  if (!tier.ok()) return UsageError(absl::StrCat("--tier: ", tier.status().message()));
+  options.tier = *tier;
+  options.anchors = absl::GetFlag(FLAGS_anchors);
+  options.only = absl::GetFlag(FLAGS_only);
+  options.progress = [](const MutantRow& row, int done, int total) {
+    std::cerr << absl::StrFormat(
+        "[%d/%d] %s: %s after %d runs, %.2f s\n", done, total, row.mutant,
+        row.suite.by.empty() ? "SURVIVED" : absl::StrCat("killed by ", row.suite.by),
+        row.suite.executions, row.suite.seconds);
+  };
+  const std::vector<MutantRow> rows = AnalyzeMutants(options);
+  if (rows.empty()) return UsageError(absl::StrCat("no mutant matches --only=", options.only));
+  std::cout << MutantsMarkdown(rows, options);
+  const bool all_killed = std::all_of(rows.begin(), rows.end(),
+                                      [](const MutantRow& row) { return !row.suite.by.empty(); });
+  return all_killed ? kExitOk : kExitFailed;
+}
+#endif
+
 }  // namespace
 }  // namespace varlen
 
@@ -246,5 +299,11 @@ int main(int argc, char** argv) {
     if (!rest.empty()) return varlen::UsageError("backends takes no arguments");
     return varlen::ListBackends();
   }
+#ifdef VARLEN_HAVE_MUTANTS
+  if (command == "mutants") {
+    if (!rest.empty()) return varlen::UsageError("mutants takes no arguments, only flags");
+    return varlen::Mutants();
+  }
+#endif
   return varlen::UsageError(absl::StrCat("unknown command \"", command, "\""));
 }

@@ -4,8 +4,8 @@
 
 include(CMakePackageConfigHelpers)
 
-set(_varlen_targets varlen_core varlen_contract varlen_backend varlen_reference varlen_cases
-    varlen_backends)
+set(_varlen_targets varlen_core varlen_contract varlen_backend varlen_reference varlen_flash
+    varlen_cases varlen_backends)
 set(VARLEN_EXPORTS_CONFORMANCE ${VARLEN_BUILD_CONFORMANCE})
 if(VARLEN_BUILD_CONFORMANCE)
   list(APPEND _varlen_targets varlen_conformance varlen_rapidcheck)

@@ -82,13 +82,14 @@ rc::Gen<int64_t> GenSpecialLength(int64_t max_len) {
        {1, rc::gen::just<int64_t>(0)}});
 }
 
-// Shrinks `g` until one attention pass fits `max_macs`: first the heads,
-// then the head dims, then the longest sequences. Deterministic, so a
-// shrunk case stays under the budget.
+}  // namespace
+
 void FitBudget(Geometry* g, int64_t max_macs) {
   if (AttentionMacs(*g) <= max_macs) return;
-  g->num_heads /= g->num_kv_heads;  // keep the GQA ratio, one KV head
-  g->num_kv_heads = 1;
+  // Keep the GQA ratio and two KV heads, so a wrong head mapping still shows.
+  const int64_t kv_heads = std::min<int64_t>(g->num_kv_heads, 2);
+  g->num_heads = g->num_heads / g->num_kv_heads * kv_heads;
+  g->num_kv_heads = kv_heads;
   while (AttentionMacs(*g) > max_macs && (g->head_dim > 16 || g->head_dim_v > 16)) {
     g->head_dim = std::max<int64_t>(16, g->head_dim / 2);
     g->head_dim_v = std::max<int64_t>(16, g->head_dim_v / 2);
@@ -98,6 +99,8 @@ void FitBudget(Geometry* g, int64_t max_macs) {
     *longest /= 2;
   }
 }
+
+namespace {
 
 // The calling conventions a forward case may use on `caps`.
 std::vector<Profile> ForwardProfiles(const BackendCapabilities& caps) {
@@ -300,7 +303,6 @@ rc::Gen<Case> GenForwardCase(const BackendCapabilities& caps, const ForwardLimit
     c.sglang = *rc::gen::elementOf(std::vector<SglangVersion>(ModelledSglangVersions().begin(),
                                                               ModelledSglangVersions().end()));
 
-    CallSpec& call = c.call;
     std::vector<Profile> profiles = ForwardProfiles(caps);
     // flashinfer_cudnn offsets q, k and v with one per-token width (no GQA,
     // no distinct value head dim).
@@ -312,40 +314,51 @@ rc::Gen<Case> GenForwardCase(const BackendCapabilities& caps, const ForwardLimit
       std::erase(profiles, Profile::kSdpa);
     }
     RC_PRE(!profiles.empty());
-    call.profile = *rc::gen::elementOf(profiles);
-    const std::vector<int64_t> offsets = OffsetsOf(g.seq_lens);
-    const ArgLiteral cu = ArgLiteral::IntTensor(offsets, DType::kInt32, Device::kCuda);
-    const int64_t longest = *std::max_element(g.seq_lens.begin(), g.seq_lens.end());
-    if (call.profile == Profile::kFlashinferCudnn) {
-      MetadataSpec m;
-      m.builder = MetadataSpec::Builder::kFlashinferCudnn;
-      m.cu_seqlens = cu;
-      m.elem_per_token = g.num_heads * g.head_dim;
-      call.forward_metadata = m;
-    } else if (call.profile == Profile::kSdpa) {
-      call.cu_seqlens = cu;
-      call.sdpa.flatten_batch = true;          // one batch item holding every sequence
-    } else if (*rc::gen::arbitrary<bool>()) {  // prepared metadata
-      MetadataSpec m;
-      m.builder = MetadataSpec::Builder::kPlain;
-      m.cu_seqlens = cu;
-      call.forward_metadata = m;
-    } else {  // keyword arguments
-      call.cu_seqlens = cu;
-      call.kwargs.emplace_back("max_seqlen", ArgLiteral::Int(longest));
-    }
-    call.entry =
+    const Profile profile = *rc::gen::elementOf(profiles);
+    const bool prepared = *rc::gen::arbitrary<bool>();
+    const Entry entry =
         g.total_tokens() > 0 && *rc::gen::arbitrary<bool>() ? Entry::kLayer : Entry::kDirect;
+    SetCorrectCall(&c, profile, prepared, entry);
     if (caps.strided_inputs && g.head_dim_v == g.head_dim &&
-        (call.profile == Profile::kFa3 || call.profile == Profile::kTritonAttn) &&
+        (profile == Profile::kFa3 || profile == Profile::kTritonAttn) &&
         *rc::gen::inRange(0, 3) == 0) {
-      call.layout = QLayout::kFusedQkv;
+      c.call.layout = QLayout::kFusedQkv;
     }
-    Expectation e;
-    e.outcome = Expectation::Outcome::kSuccess;
-    c.expect = e;
     return c;
   });
+}
+
+void SetCorrectCall(Case* c, Profile profile, bool prepared, Entry entry) {
+  const Geometry& g = c->geometry;
+  CallSpec& call = c->call;
+  call = CallSpec();
+  call.profile = profile;
+  call.entry = entry;
+  const std::vector<int64_t> offsets = OffsetsOf(g.seq_lens);
+  const ArgLiteral cu = ArgLiteral::IntTensor(offsets, DType::kInt32, Device::kCuda);
+  const int64_t longest =
+      g.seq_lens.empty() ? 0 : *std::max_element(g.seq_lens.begin(), g.seq_lens.end());
+  if (profile == Profile::kFlashinferCudnn) {
+    MetadataSpec m;
+    m.builder = MetadataSpec::Builder::kFlashinferCudnn;
+    m.cu_seqlens = cu;
+    m.elem_per_token = g.num_heads * g.head_dim;
+    call.forward_metadata = m;
+  } else if (profile == Profile::kSdpa) {
+    call.cu_seqlens = cu;
+    call.sdpa.flatten_batch = true;  // one batch item holding every sequence
+  } else if (prepared) {
+    MetadataSpec m;
+    m.builder = MetadataSpec::Builder::kPlain;
+    m.cu_seqlens = cu;
+    call.forward_metadata = m;
+  } else {
+    call.cu_seqlens = cu;
+    call.kwargs.emplace_back("max_seqlen", ArgLiteral::Int(longest));
+  }
+  Expectation e;
+  e.outcome = Expectation::Outcome::kSuccess;
+  c->expect = e;
 }
 
 void showValue(const Geometry& g, std::ostream& os) {

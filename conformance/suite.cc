@@ -21,6 +21,7 @@
 #include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
 #include "rapidcheck/detail/Configuration.h"
+#include "rapidcheck/detail/TestListener.h"
 #include "varlen/backend/bind.h"
 #include "varlen/backend/registry.h"
 #include "varlen/cases/case_json.h"
@@ -314,8 +315,9 @@ std::string FileSafe(absl::string_view name) {
   return out;
 }
 
-rc::detail::TestParams ParamsFor(const PropertyBudget& budget, std::string* note) {
+rc::detail::TestParams ParamsFor(const PropertyBudget& budget, bool shrink, std::string* note) {
   rc::detail::Configuration defaults;
+  defaults.testParams.disableShrinking = !shrink;
   defaults.testParams.maxSuccess = budget.cases;
   defaults.testParams.maxSize = 100;
   defaults.testParams.seed = budget.seed;
@@ -329,66 +331,48 @@ rc::detail::TestParams ParamsFor(const PropertyBudget& budget, std::string* note
   return defaults.testParams;
 }
 
+class QuietListener final : public rc::detail::TestListener {
+ public:
+  void onTestCaseFinished(const rc::detail::CaseDescription&) override {}
+  void onShrinkTried(const rc::detail::CaseDescription&, bool) override {}
+  void onTestFinished(const rc::detail::TestMetadata&, const rc::detail::TestResult&) override {}
+};
+
+const Property* FindProperty(absl::string_view name) {
+  for (const Property& property : kProperties) {
+    if (property.name == name) return &property;
+  }
+  return nullptr;
+}
+
 class PropertyTest : public testing::Test {
  public:
   PropertyTest(const Property& property, const Backend* backend, SuiteOptions options)
       : property_(property), backend_(backend), options_(std::move(options)) {}
 
   void TestBody() override {
-    const PropertyBudget budget = BudgetFor(property_.name, options_.tier);
-    std::string params_note;
-    rc::detail::TestParams params;
-    try {
-      params = ParamsFor(budget, &params_note);
-    } catch (const std::exception& e) {
-      FAIL() << "RC_PARAMS: " << e.what();
-    }
-    const BackendCapabilities caps = backend_->capabilities();
-    const auto start = std::chrono::steady_clock::now();
-    PropertyRun run;
-    int64_t executed = 0, skipped_for_time = 0;
-    std::optional<Case> failing;
-    std::string failure;
-    const auto testable = [&] {
-      const Case c = *GenForwardCase(caps, budget.limits);
-      const double elapsed =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (budget.time_budget_s > 0 && elapsed > budget.time_budget_s && !failing.has_value()) {
-        ++skipped_for_time;
-        return;
-      }
-      ++executed;
-      const std::string why = property_.check(*backend_, c, &run);
-      if (!why.empty()) {
-        failing = c;  // shrinking calls back with smaller failing cases: keep the last
-        failure = why;
-        RC_FAIL(why);
-      }
-    };
-    rc::detail::TestMetadata metadata;
-    metadata.id = absl::StrCat(property_.name, "/", backend_->name());
-    metadata.description = metadata.id;
-    const rc::detail::TestResult result = rc::detail::checkTestable(testable, metadata, params);
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    PropertyRunOptions run_options;
+    run_options.budget = BudgetFor(property_.name, options_.tier);
+    const PropertyRunResult result = RunProperty(property_.name, *backend_, run_options);
     std::cout << absl::StrFormat("[ varlen   ] %s on %s: %d cases in %.1f s (tier %s, %s)",
-                                 property_.name, backend_->name(), executed, seconds,
-                                 TierName(options_.tier), params_note);
-    if (skipped_for_time > 0) {
-      std::cout << "; time budget reached, " << skipped_for_time << " generated cases not run";
+                                 property_.name, backend_->name(), result.executed, result.seconds,
+                                 TierName(options_.tier), result.params_note);
+    if (result.skipped_for_time > 0) {
+      std::cout << "; time budget reached, " << result.skipped_for_time
+                << " generated cases not run";
     }
-    if (run.unsupported > 0) std::cout << "; " << run.unsupported << " unsupported";
+    if (result.unsupported > 0) std::cout << "; " << result.unsupported << " unsupported";
     std::cout << "\n";
-    if (result.template is<rc::detail::SuccessResult>()) {
-      if (run.unsupported > 0 && run.unsupported == executed) {
+    if (result.passed) {
+      if (result.unsupported > 0 && result.unsupported == result.executed) {
         GTEST_SKIP() << backend_->name() << " supports none of the generated cases";
       }
       return;
     }
-    std::ostringstream message;
-    rc::detail::printResultMessage(result, message);
-    if (failing.has_value()) message << "\n  " << ReportFailure(*failing, failure);
-    FAIL() << message.str();
+    std::string message = result.message;
+    if (result.shrunk.has_value())
+      absl::StrAppend(&message, "\n  ", ReportFailure(*result.shrunk, result.why));
+    FAIL() << message;
   }
 
  private:
@@ -399,11 +383,12 @@ class PropertyTest : public testing::Test {
     c.name = absl::StrCat(backend_->name(), "-", property_.name, "-", c.data.seed);
     c.source = absl::StrCat("varlen conformance suite: property ", property_.name, " on backend ",
                             backend_->name(), ", tier ", TierName(options_.tier));
-    c.description = absl::StrCat(
-        property_.case_replays ? "The shrunk failing case."
-                               : "The shrunk input of a failing comparison (replaying it alone "
-                                 "runs only the elementwise judgement). ",
-        property_.case_replays ? "" : why.substr(0, why.find('\n')));
+    c.description = property_.case_replays
+                        ? "The shrunk failing case."
+                        : absl::StrCat(
+                              "The shrunk input of a failing comparison (replaying it "
+                              "alone runs only the elementwise judgement). ",
+                              why.substr(0, why.find('\n')));
     std::error_code ignored;
     std::filesystem::create_directories(options_.failures_dir, ignored);
     const std::string path =
@@ -424,6 +409,76 @@ class PropertyTest : public testing::Test {
 };
 
 }  // namespace
+
+std::vector<std::string> PropertyNames() {
+  std::vector<std::string> names;
+  for (const Property& property : kProperties) names.emplace_back(property.name);
+  return names;
+}
+
+PropertyRunResult RunProperty(absl::string_view name, const Backend& backend,
+                              const PropertyRunOptions& options) {
+  PropertyRunResult result;
+  const Property* property = FindProperty(name);
+  if (property == nullptr) {
+    result.message = absl::StrCat("no property named \"", name, "\"");
+    return result;
+  }
+  const PropertyBudget& budget = options.budget;
+  rc::detail::TestParams params;
+  try {
+    params = ParamsFor(budget, options.shrink, &result.params_note);
+  } catch (const std::exception& e) {
+    result.message = absl::StrCat("RC_PARAMS: ", e.what());
+    return result;
+  }
+  const rc::Gen<Case> generator = options.generator.has_value()
+                                      ? *options.generator
+                                      : GenForwardCase(backend.capabilities(), budget.limits);
+  const auto start = std::chrono::steady_clock::now();
+  const auto elapsed = [&start] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  PropertyRun run;
+  const auto testable = [&] {
+    const Case c = *generator;
+    if (budget.time_budget_s > 0 && elapsed() > budget.time_budget_s &&
+        !result.shrunk.has_value()) {
+      ++result.skipped_for_time;
+      return;
+    }
+    ++result.executed;
+    const std::string why = property->check(backend, c, &run);
+    if (!why.empty()) {
+      if (!result.shrunk.has_value()) {
+        result.executions_to_failure = result.executed;
+        result.seconds_to_failure = elapsed();
+      }
+      result.shrunk = c;  // shrinking calls back with smaller failing cases: keep the last
+      result.why = why;
+      RC_FAIL(why);
+    }
+  };
+  rc::detail::TestMetadata metadata;
+  metadata.id = absl::StrCat(property->name, "/", backend.name());
+  metadata.description = metadata.id;
+  // Measurement runs (no shrinking) stay out of RapidCheck's global
+  // "reproduce" report; test runs keep it.
+  QuietListener quiet;
+  const rc::detail::TestResult outcome =
+      options.shrink
+          ? rc::detail::checkTestable(testable, metadata, params)
+          : rc::detail::checkProperty(rc::detail::toProperty(testable), metadata, params, quiet);
+  result.seconds = elapsed();
+  result.unsupported = run.unsupported;
+  result.passed = outcome.template is<rc::detail::SuccessResult>();
+  if (!result.passed) {
+    std::ostringstream message;
+    rc::detail::printResultMessage(outcome, message);
+    result.message = message.str();
+  }
+  return result;
+}
 
 absl::string_view TierName(Tier tier) {
   switch (tier) {

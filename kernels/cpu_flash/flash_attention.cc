@@ -16,6 +16,8 @@ using kernels::LoadAsFloat;
 using kernels::RoundFloatTo;
 using kernels::StoreFromDouble;
 
+constexpr float kNegativeInfinity = -std::numeric_limits<float>::infinity();
+
 // One thread block of a GPU kernel: a tile of query rows of one head of one
 // sequence.
 struct WorkItem {
@@ -35,37 +37,93 @@ struct Scratch {
   std::vector<float> acc;      // [rows][dv], the unnormalized output
 };
 
-template <typename In, typename Out>
-void RunTile(const VarlenAttentionParams& p, const WorkItem& w, Scratch& s) {
-  const SequenceView view = SequenceAt(p, w.sequence);
-  const int64_t rows = std::min<int64_t>(kFlashTileRows, view.rows - w.first_row);
-  const int kv_head = KvHeadFor(p, w.head);
-  const int d = p.head_dim_qk, dv = p.head_dim_v;
-  const float scale = static_cast<float>(p.softmax_scale);
+// The strides a launch reads with: the given ones, or dense ones for the
+// kIgnoresStrides mutant.
+struct Strides {
+  int64_t q_token, q_head, k_token, k_head, v_token, v_head;
+};
 
-  const int64_t q_base = view.q_offset + w.first_row * p.q_token_stride + w.head * p.q_head_stride;
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int i = 0; i < d; ++i) {
-      s.q[r * d + i] = LoadAsFloat<In>(p.q, q_base + r * p.q_token_stride + i);
-    }
+Strides StridesFor(const VarlenAttentionParams& p, FlashBug bug) {
+  if (bug != FlashBug::kIgnoresStrides) {
+    return {p.q_token_stride, p.q_head_stride,  p.k_token_stride,
+            p.k_head_stride,  p.v_token_stride, p.v_head_stride};
   }
-  std::fill_n(s.row_max.begin(), rows, -std::numeric_limits<float>::infinity());
-  std::fill_n(s.row_sum.begin(), rows, 0.0f);
-  std::fill_n(s.acc.begin(), rows * dv, 0.0f);
+  return {int64_t{p.num_heads_q} * p.head_dim_qk,  p.head_dim_qk,
+          int64_t{p.num_heads_kv} * p.head_dim_qk, p.head_dim_qk,
+          int64_t{p.num_heads_kv} * p.head_dim_v,  p.head_dim_v};
+}
 
-  const int64_t k_base = view.k_offset + kv_head * p.k_head_stride;
-  const int64_t v_base = view.v_offset + kv_head * p.v_head_stride;
-  for (int64_t first_key = 0; first_key < view.keys; first_key += kFlashTileKeys) {
-    const int64_t keys = std::min<int64_t>(kFlashTileKeys, view.keys - first_key);
+// Keys a mutant that reads past its sequence may read without leaving the
+// buffers (a GPU kernel would read foreign memory; here that is kept inside
+// the allocation so the bug shows in the numbers, not as a crash).
+int64_t KeysInsideBuffers(const VarlenAttentionParams& p, const Strides& s, int64_t k_base,
+                          int64_t v_base, int64_t keys) {
+  const int64_t k_room = (p.k_numel - p.head_dim_qk - k_base) / s.k_token + 1;
+  const int64_t v_room = (p.v_numel - p.head_dim_v - v_base) / s.v_token + 1;
+  return std::max<int64_t>(0, std::min({keys, k_room, v_room}));
+}
+
+// `value` rounded to `dtype` toward zero: the kRoundsOutputTowardZero mutant.
+double TowardZero(double value, DType dtype) {
+  const double nearest = RoundToDType(value, dtype);
+  if (!std::isfinite(value) || std::fabs(nearest) <= std::fabs(value)) return nearest;
+  switch (dtype) {
+    case DType::kFloat16:
+      return Float16BitsToDouble(static_cast<uint16_t>(DoubleToFloat16Bits(nearest) - 1));
+    case DType::kBFloat16:
+      return BFloat16BitsToDouble(static_cast<uint16_t>(DoubleToBFloat16Bits(nearest) - 1));
+    case DType::kFloat32:
+      return std::nextafter(static_cast<float>(nearest), 0.0f);
+    default:
+      return std::nextafter(nearest, 0.0);
+  }
+}
+
+template <typename In, typename Out>
+void RunTile(const VarlenAttentionParams& p, const WorkItem& w, FlashBug bug, Scratch& s) {
+  const SequenceView view = SequenceAt(p, w.sequence);
+  const Strides st = StridesFor(p, bug);
+  int64_t rows = std::min<int64_t>(kFlashTileRows, view.rows - w.first_row);
+  if (bug == FlashBug::kSkipsLastRowOfPartialTile && rows < kFlashTileRows) --rows;
+  const int kv_head =
+      bug == FlashBug::kGqaHeadModulo ? w.head % p.num_heads_kv : KvHeadFor(p, w.head);
+  const int d = p.head_dim_qk, dv = p.head_dim_v;
+  float scale = static_cast<float>(p.softmax_scale);
+  if (bug == FlashBug::kScaleFromValueHeadDim) scale = 1.0f / std::sqrt(static_cast<float>(dv));
+  if (bug == FlashBug::kScaleInInputDType) scale = RoundFloatTo<In>(scale);
+  const auto exp = [bug](float x) {
+    return bug == FlashBug::kExp2WithoutLog2e ? std::exp2(x) : std::exp(x);
+  };
+
+  const int64_t q_base = view.q_offset + w.first_row * st.q_token + w.head * st.q_head;
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int i = 0; i < d; ++i) s.q[r * d + i] = LoadAsFloat<In>(p.q, q_base + r * st.q_token + i);
+  }
+  std::fill_n(s.row_max.begin(), std::max<int64_t>(rows, 0), kNegativeInfinity);
+  std::fill_n(s.row_sum.begin(), std::max<int64_t>(rows, 0), 0.0f);
+  std::fill_n(s.acc.begin(), std::max<int64_t>(rows, 0) * dv, 0.0f);
+
+  int64_t k_offset = view.k_offset, v_offset = view.v_offset, sequence_keys = view.keys;
+  if (bug == FlashBug::kStaleKeyOffsets) {
+    const SequenceView first = SequenceAt(p, 0);
+    k_offset = first.k_offset, v_offset = first.v_offset;
+  }
+  if (bug == FlashBug::kQueryOffsetsForKeys) k_offset = v_offset = view.q_offset;
+  const int64_t k_base = k_offset + kv_head * st.k_head;
+  const int64_t v_base = v_offset + kv_head * st.v_head;
+  if (bug == FlashBug::kReadsOneKeyPastTheSequence) ++sequence_keys;
+  if (bug == FlashBug::kKeysCappedAt128) sequence_keys = std::min<int64_t>(sequence_keys, 128);
+  if (bug != FlashBug::kNone)
+    sequence_keys = KeysInsideBuffers(p, st, k_base, v_base, sequence_keys);
+
+  for (int64_t first_key = 0; first_key < sequence_keys; first_key += kFlashTileKeys) {
+    int64_t keys = std::min<int64_t>(kFlashTileKeys, sequence_keys - first_key);
+    if (bug == FlashBug::kDropsLastKeyOfPartialTile && keys < kFlashTileKeys) --keys;
     for (int64_t c = 0; c < keys; ++c) {
-      const int64_t k_row = k_base + (first_key + c) * p.k_token_stride;
-      const int64_t v_row = v_base + (first_key + c) * p.v_token_stride;
-      for (int i = 0; i < d; ++i) {
-        s.k_t[i * kFlashTileKeys + c] = LoadAsFloat<In>(p.k, k_row + i);
-      }
-      for (int j = 0; j < dv; ++j) {
-        s.v[c * dv + j] = LoadAsFloat<In>(p.v, v_row + j);
-      }
+      const int64_t k_row = k_base + (first_key + c) * st.k_token;
+      const int64_t v_row = v_base + (first_key + c) * st.v_token;
+      for (int i = 0; i < d; ++i) s.k_t[i * kFlashTileKeys + c] = LoadAsFloat<In>(p.k, k_row + i);
+      for (int j = 0; j < dv; ++j) s.v[c * dv + j] = LoadAsFloat<In>(p.v, v_row + j);
     }
     // S = Q K^T, accumulated in float32.
     for (int64_t r = 0; r < rows; ++r) {
@@ -80,42 +138,59 @@ void RunTile(const VarlenAttentionParams& p, const WorkItem& w, Scratch& s) {
     // Online softmax: rescale what was accumulated when the maximum grows.
     for (int64_t r = 0; r < rows; ++r) {
       float* score = &s.scores[r * kFlashTileKeys];
-      float tile_max = -std::numeric_limits<float>::infinity();
+      float tile_max = kNegativeInfinity;
       for (int64_t c = 0; c < keys; ++c) {
         score[c] *= scale;
+        if (bug == FlashBug::kScoresInInputDType) score[c] = RoundFloatTo<In>(score[c]);
+        if (bug == FlashBug::kCausalMask && first_key + c > w.first_row + r) {
+          score[c] = kNegativeInfinity;
+        }
         tile_max = std::max(tile_max, score[c]);
       }
-      const float new_max = std::max(s.row_max[r], tile_max);
+      float new_max = std::max(s.row_max[r], tile_max);
+      if (bug == FlashBug::kTileMaxNotRunningMax) new_max = tile_max;
+      if (bug == FlashBug::kNoMaxSubtraction) new_max = 0.0f;
       // Both -inf only if every logit so far is -inf: nothing to rescale.
-      const float correction = new_max == -std::numeric_limits<float>::infinity()
-                                   ? 1.0f
-                                   : std::exp(s.row_max[r] - new_max);
+      const float correction = new_max == kNegativeInfinity ? 1.0f : exp(s.row_max[r] - new_max);
       float sum = 0.0f;
       float* acc = &s.acc[r * dv];
-      for (int j = 0; j < dv; ++j) acc[j] *= correction;
+      if (bug != FlashBug::kNoAccumulatorRescale) {
+        for (int j = 0; j < dv; ++j) acc[j] *= correction;
+      }
       for (int64_t c = 0; c < keys; ++c) {
-        const float probability = std::exp(score[c] - new_max);
+        const float probability = exp(score[c] - new_max);
         sum += probability;
         const float rounded = RoundFloatTo<In>(probability);  // P in the input dtype before P V
         const float* v = &s.v[c * dv];
-        for (int j = 0; j < dv; ++j) acc[j] += rounded * v[j];
+        if (bug == FlashBug::kAccumulatesInHalf) {
+          for (int j = 0; j < dv; ++j)
+            acc[j] = RoundFloatTo<kernels::Float16>(acc[j] + rounded * v[j]);
+        } else {
+          for (int j = 0; j < dv; ++j) acc[j] += rounded * v[j];
+        }
       }
-      s.row_sum[r] = s.row_sum[r] * correction + sum;
+      s.row_sum[r] =
+          (bug == FlashBug::kNoRowSumRescale ? s.row_sum[r] : s.row_sum[r] * correction) + sum;
       s.row_max[r] = new_max;
     }
+    if (bug == FlashBug::kFirstKeyTileOnly) break;
   }
 
   const int64_t o_base = view.o_offset + w.first_row * p.o_token_stride + w.head * p.o_head_stride;
+  const int written = bug == FlashBug::kAssumesValueHeadDimEqualsQk ? std::min(d, dv) : dv;
   for (int64_t r = 0; r < rows; ++r) {
-    for (int j = 0; j < dv; ++j) {
-      const double value = view.keys == 0 ? 0.0 : s.acc[r * dv + j] / s.row_sum[r];
+    for (int j = 0; j < written; ++j) {
+      double value = view.keys == 0 ? 0.0 : s.acc[r * dv + j] / s.row_sum[r];
+      if (bug == FlashBug::kRoundsOutputTowardZero) value = TowardZero(value, p.output_dtype);
+      if (bug == FlashBug::kNanToZero && std::isnan(value)) value = 0.0;
       StoreFromDouble<Out>(p.o, o_base + r * p.o_token_stride + j, value);
     }
   }
 }
 
 template <typename In, typename Out>
-void RunAll(const VarlenAttentionParams& p, const std::vector<WorkItem>& items, int threads) {
+void RunAll(const VarlenAttentionParams& p, const std::vector<WorkItem>& items, int threads,
+            FlashBug bug) {
   std::atomic<size_t> next{0};
   auto worker = [&] {
     Scratch s;
@@ -126,7 +201,7 @@ void RunAll(const VarlenAttentionParams& p, const std::vector<WorkItem>& items, 
     s.row_max.resize(kFlashTileRows);
     s.row_sum.resize(kFlashTileRows);
     s.acc.resize(static_cast<size_t>(kFlashTileRows) * p.head_dim_v);
-    for (size_t i = next++; i < items.size(); i = next++) RunTile<In, Out>(p, items[i], s);
+    for (size_t i = next++; i < items.size(); i = next++) RunTile<In, Out>(p, items[i], bug, s);
   };
   std::vector<std::thread> pool;
   for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
@@ -136,19 +211,24 @@ void RunAll(const VarlenAttentionParams& p, const std::vector<WorkItem>& items, 
 
 }  // namespace
 
-void FlashAttention(const VarlenAttentionParams& params, int threads) {
+void FlashAttention(const VarlenAttentionParams& params, int threads, FlashBug bug) {
   std::vector<WorkItem> items;
-  for (int b = 0; b < params.batch; ++b) {
+  const int batch = bug == FlashBug::kDropsLastSequence ? params.batch - 1 : params.batch;
+  int non_empty = 0;
+  for (int b = 0; b < batch; ++b) {
     const SequenceView view = SequenceAt(params, b);
+    const int sequence = bug == FlashBug::kCompactsEmptySequences ? non_empty : b;
+    non_empty += view.rows > 0;
     for (int h = 0; h < params.num_heads_q; ++h) {
-      for (int64_t row = 0; row < view.rows; row += kFlashTileRows) items.push_back({b, h, row});
+      for (int64_t row = 0; row < view.rows; row += kFlashTileRows)
+        items.push_back({sequence, h, row});
     }
   }
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   threads = static_cast<int>(std::min<size_t>(threads, std::max<size_t>(items.size(), 1)));
   VARLEN_DISPATCH_FLOAT_TYPES(params.input_dtype, In, [&] {
     VARLEN_DISPATCH_FLOAT_TYPES(params.output_dtype, Out,
-                                [&] { RunAll<In, Out>(params, items, threads); });
+                                [&] { RunAll<In, Out>(params, items, threads, bug); });
   });
 }
 

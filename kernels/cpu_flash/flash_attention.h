@@ -23,10 +23,43 @@ namespace varlen {
 inline constexpr int kFlashTileRows = 64;  // query rows per work item
 inline constexpr int kFlashTileKeys = 64;  // keys per streamed tile
 
+// Deliberate bugs, each a realistic one from the bug classes of attention
+// kernels, switched on one at a time (mutant schemata: the mutants are this
+// kernel, so they follow it). The conformance suite's test power is the
+// share of them it kills; kNone is the correct kernel.
+enum class FlashBug {
+  kNone,
+  kDropsLastKeyOfPartialTile,    // `< keys - 1` in the remainder tile
+  kSkipsLastRowOfPartialTile,    // the last query row of a partial tile is never written
+  kCompactsEmptySequences,       // work items number non-empty sequences, offsets use that number
+  kReadsOneKeyPastTheSequence,   // keys [0, n] instead of [0, n)
+  kStaleKeyOffsets,              // every sequence reads keys at sequence 0's offsets
+  kQueryOffsetsForKeys,          // k and v addressed with q's per-sequence offsets
+  kScaleFromValueHeadDim,        // 1/sqrt(head_dim_v) instead of the given scale
+  kScaleInInputDType,            // the scale rounded to the input dtype
+  kNoMaxSubtraction,             // exp(s) without the running maximum
+  kKeysCappedAt128,              // a kernel compiled for max_seqlen 128
+  kGqaHeadModulo,                // kv_head = h % kv_heads instead of h / group
+  kAssumesValueHeadDimEqualsQk,  // the output loop runs over min(head_dim, head_dim_v)
+  kIgnoresStrides,               // q, k and v read as dense [T, H, D]
+  kRoundsOutputTowardZero,       // output truncated instead of rounded to nearest
+  kAccumulatesInHalf,            // P*V accumulated in float16
+  kScoresInInputDType,           // S = QK^T rounded to the input dtype before softmax
+  kNoAccumulatorRescale,         // acc not rescaled when the maximum grows
+  kNoRowSumRescale,              // the row sum not rescaled when the maximum grows
+  kTileMaxNotRunningMax,         // the new maximum is the tile's, not the running one
+  kFirstKeyTileOnly,             // stops after the first tile of keys
+  kDropsLastSequence,            // no work items for the last sequence
+  kCausalMask,                   // a causal mask applied to non-causal attention
+  kExp2WithoutLog2e,             // exp2(s - m) without the log2(e) factor
+  kNanToZero,                    // NaN outputs replaced by 0 in the epilogue
+};
+
 // REQUIRES: CheckKernelBounds(params).ok(); input dtype float32, float16 or
 // bfloat16; output dtype any floating dtype. `threads` <= 0 uses every
 // hardware thread.
-void FlashAttention(const VarlenAttentionParams& params, int threads = 0);
+void FlashAttention(const VarlenAttentionParams& params, int threads = 0,
+                    FlashBug bug = FlashBug::kNone);
 
 }  // namespace varlen
 

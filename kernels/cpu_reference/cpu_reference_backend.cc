@@ -1,7 +1,9 @@
 // The float64 reference as a backend under test. It consumes resolved
 // arguments like any other backend, so it shows what a mathematically exact
 // kernel computes when handed them: any disagreement with the oracle is the
-// arguments' fault, not the arithmetic's.
+// arguments' fault, not the arithmetic's. It runs the naive definition while
+// the judge runs the blocked oracle, so every case on it also checks one
+// against the other.
 
 #include "reference_attention.h"
 #include "varlen/backend/backend.h"

@@ -254,8 +254,12 @@ TEST(ComputeReferenceTest, OracleMatchesThePackedFloat64Reference) {
   const Geometry g = SmallGeometry(DType::kFloat64);
   const Reference r = ReferenceFor(g);
   EXPECT_EQ(r.oracle.size(), 30u);
-  EXPECT_EQ(r.emulated, r.oracle);  // float64 inputs emulate exactly
-  EXPECT_EQ(r.emulation_error, 0.0);
+  // A float64 kernel is emulated by the naive loop: the same arithmetic in
+  // another order, a few float64 ulps away at most.
+  for (size_t i = 0; i < r.oracle.size(); ++i) {
+    EXPECT_NEAR(r.emulated[i], r.oracle[i], 1e-14 * std::max(1.0, std::fabs(r.oracle[i])));
+  }
+  EXPECT_LE(r.emulation_error, 1e-14);
   for (double x : r.oracle) EXPECT_TRUE(std::isfinite(x));
 }
 
@@ -308,7 +312,7 @@ TEST(ComputeReferenceTest, NoiseFloorForBFloat16IsAboutTwoUlpsAtOne) {
 TEST(ComputeReferenceTest, NoiseFloorForFloat64IsNegligible) {
   const Reference r = ReferenceOfMagnitudeOne(DType::kFloat64);
   EXPECT_LE(r.noise_floor, 1e-15);
-  EXPECT_EQ(r.emulation_error, 0.0);
+  EXPECT_LE(r.emulation_error, 1e-14);
 }
 
 TEST(ComputeReferenceTest, NoiseFloorGrowsAsPrecisionShrinks) {

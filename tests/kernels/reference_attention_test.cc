@@ -488,5 +488,55 @@ TEST(EmulationPrecisionTest, OutputIsRoundedToTheOutputDType) {
   for (double x : emulated) EXPECT_EQ(x, RoundToDType(x, DType::kBFloat16));
 }
 
+// ---------------------------------------------------------------------------
+// The blocked oracle against the naive one.
+
+TEST(FastReferenceTest, AgreesWithTheNaiveOracle) {
+  struct Shape {
+    std::vector<int64_t> lengths;
+    int64_t heads, kv_heads, dim, dim_v;
+  };
+  const std::vector<Shape> shapes = {{{1}, 1, 1, 1, 1},
+                                     {{5, 0, 3}, 2, 1, 7, 9},
+                                     {{4, 8, 9, 31}, 4, 2, 16, 16},
+                                     {{130, 1}, 3, 3, 80, 80},
+                                     {{67, 64}, 8, 2, 72, 40}};
+  uint64_t seed = 1;
+  for (const Shape& shape : shapes) {
+    int64_t tokens = 0;
+    for (int64_t n : shape.lengths) tokens += n;
+    for (DType dtype : {DType::kFloat64, DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+      const Tensor q = RandomTensor(tokens, shape.heads, shape.dim, dtype, seed++, Fill::kNormal);
+      const Tensor k =
+          RandomTensor(tokens, shape.kv_heads, shape.dim, dtype, seed++, Fill::kNormal);
+      const Tensor v = RandomTensor(tokens, shape.kv_heads, shape.dim_v, dtype, seed++);
+      const double scale = 1.0 / std::sqrt(static_cast<double>(shape.dim));
+      for (ReferencePrecision precision :
+           {ReferencePrecision::kFloat64, ReferencePrecision::kEmulated}) {
+        for (int threads : {1, 2}) {
+          const std::vector<double> naive =
+              RunOracle(q, k, v, shape.lengths, scale, DType::kFloat64, precision);
+          KernelCall call = BindGroundTruth(q, k, v, shape.lengths, scale, DType::kFloat64);
+          Poison(call.output());
+          FastReferenceAttention(call.params(), precision, threads);
+          const std::vector<double> fast = ReadAll(call.output());
+          // Sums in another order: float64 agrees to ~1e-15; the float32
+          // emulation to float32 noise, plus a probability that rounds to
+          // the neighbouring value of the input dtype.
+          const bool exact = precision == ReferencePrecision::kFloat64 || dtype == DType::kFloat64;
+          const double tolerance = exact ? 1e-13 : 1e-2;
+          ASSERT_EQ(fast.size(), naive.size());
+          for (size_t i = 0; i < fast.size(); ++i) {
+            ASSERT_NE(fast[i], kSentinel) << "element " << i << " was not written";
+            ASSERT_NEAR(fast[i], naive[i], tolerance * std::max(1.0, std::fabs(naive[i])))
+                << DTypeName(dtype) << " element " << i << " threads " << threads
+                << (exact ? " float64" : " emulated");
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace varlen

@@ -35,6 +35,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,35 @@ struct PropertyBudget {
 };
 
 PropertyBudget BudgetFor(absl::string_view property, Tier tier);
+
+// The generated properties, in the order above.
+std::vector<std::string> PropertyNames();
+
+struct PropertyRunOptions {
+  PropertyBudget budget;
+  // The cases to try; unset: GenForwardCase(backend capabilities, limits).
+  std::optional<rc::Gen<Case>> generator;
+  bool shrink = true;
+};
+
+struct PropertyRunResult {
+  bool passed = false;
+  int64_t executed = 0;  // cases checked, shrinking included
+  int64_t unsupported = 0;
+  int64_t skipped_for_time = 0;
+  int64_t executions_to_failure = 0;  // when it failed: cases until the first failure
+  double seconds_to_failure = 0;
+  double seconds = 0;
+  std::string params_note;     // the seed, or the RC_PARAMS used
+  std::string message;         // RapidCheck's report when it failed
+  std::optional<Case> shrunk;  // the smallest failing case
+  std::string why;             // what the property saw on it
+};
+
+// Runs one property on `backend` outside GoogleTest (mutation analysis,
+// `varlen check`).
+PropertyRunResult RunProperty(absl::string_view property, const Backend& backend,
+                              const PropertyRunOptions& options);
 
 struct SuiteOptions {
   std::vector<std::string> backends;  // empty: every registered backend

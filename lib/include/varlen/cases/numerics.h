@@ -8,10 +8,11 @@
 //   bound = factor * E_emulated + noise_floor
 //
 // where E_emulated is the max error of a same-precision emulation (inputs in
-// the dtype, float32 accumulation, probabilities rounded before P*V) against
-// the oracle, and noise_floor = 2 * max|((ref + 0.3) - 0.3) - ref| computed in
-// the dtype: the rounding noise of one add at the output's magnitude (the
-// rule FlashAttention 3 uses, with factor 2).
+// the dtype, float32 accumulation, probabilities rounded before P*V; for
+// float64 inputs the naive float64 loop, whose sums run in another order)
+// against the oracle (the blocked float64 one), and noise_floor = 2 * max|((ref + 0.3) - 0.3) -
+// ref| computed in the dtype: the rounding noise of one add at the output's magnitude (the rule
+// FlashAttention 3 uses, with factor 2).
 //
 // Besides the error, the judge counts NaN/Inf where the oracle is finite,
 // finite values where the oracle is NaN/Inf (NaN and Inf propagate exactly

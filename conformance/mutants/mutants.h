@@ -1,0 +1,71 @@
+// Measured test power: deliberately broken backends (mutants) and the
+// generators that mimic how other projects test attention (anchors), run
+// through the suite's properties to see what each one kills.
+//
+// Every mutant is the cpu_flash kernel with one realistic bug switched on
+// (FlashBug). A mutant is killed when a property fails on it; AnalyzeMutants
+// records which property, after how many executions and seconds.
+
+#ifndef VARLEN_CONFORMANCE_MUTANTS_MUTANTS_H_
+#define VARLEN_CONFORMANCE_MUTANTS_MUTANTS_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "varlen/backend/backend.h"
+#include "varlen/conformance/suite.h"
+
+namespace varlen {
+
+struct Mutant {
+  std::string name;       // "flash_<bug>"
+  std::string bug_class;  // the bug class it stands for
+  std::unique_ptr<Backend> backend;
+};
+
+// One mutant per FlashBug other than kNone.
+std::vector<Mutant> FlashMutants();
+
+// A way another project generates its test inputs, for the same Numerics
+// judgement: FlashAttention's lengths near the max, FlashInfer's uniform
+// lengths, cuDNN frontend's random configurations, PyTorch's fixed 11 and 13.
+struct AnchorStrategy {
+  std::string name;
+  std::string description;
+  rc::Gen<Case> generator;
+};
+
+std::vector<AnchorStrategy> AnchorStrategies(const ForwardLimits& limits);
+
+struct Kill {
+  std::string by;  // a property, or "" when it survived
+  int64_t executions = 0;
+  double seconds = 0;
+};
+
+struct MutantRow {
+  std::string mutant;
+  std::string bug_class;
+  Kill suite;                 // the first property that kills it, in the suite's order
+  std::vector<Kill> anchors;  // per AnchorStrategies(), when requested
+};
+
+struct MutationOptions {
+  Tier tier = Tier::kSmoke;
+  bool anchors = false;  // also run the anchor strategies
+  std::string only;      // run only mutants whose name contains this
+  // Called after each mutant, for progress on a terminal.
+  std::function<void(const MutantRow&, int done, int total)> progress;
+};
+
+std::vector<MutantRow> AnalyzeMutants(const MutationOptions& options);
+
+// A markdown table: mutant, bug class, killed by, executions, seconds, and
+// one column per anchor strategy when they ran.
+std::string MutantsMarkdown(const std::vector<MutantRow>& rows, const MutationOptions& options);
+
+}  // namespace varlen
+
+#endif  // VARLEN_CONFORMANCE_MUTANTS_MUTANTS_H_
