@@ -1,6 +1,7 @@
 // The varlen command.
 //
 //   varlen repro FILE|DIR... [--backend=NAME|all] [--sglang=VERSION|all] [--json] [--brief]
+//                [--save=DIR]
 //       Runs each case on each chosen backend and prints, per run, what was
 //       passed, what resolution did, the outcome and the verdict, then one
 //       summary line. --sglang=VERSION runs every case under that SGLang
@@ -11,6 +12,14 @@
 //       --backend also accepts the name of a mutant (see mutants).
 //   varlen backends
 //       Lists the backends with their capabilities and availability.
+//   varlen check [--backends=A,B] [--tier=smoke|full|nightly] [--report=DIR] [--corpus=DIR]
+//       The main job: the regression corpus and the conformance suite's
+//       generated properties on every available backend (or those named),
+//       progress on stderr, then the backend x property matrix. With
+//       --report, also DIR/junit.xml, DIR/matrix.md, an SVG picture of the
+//       error of each failing case and the shrunk case of each failing
+//       property. Exit status: 0 all passed, 1 a failure, 2 usage or invalid
+//       input.
 //   varlen mutants [--tier=smoke|full|nightly] [--anchors] [--only=TEXT]
 //       Runs the conformance suite's properties on every mutant of cpu_flash
 //       (and, with --anchors, the other projects' generators beside them),
@@ -19,6 +28,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -34,20 +44,31 @@
 #include "varlen/backend/registry.h"
 #include "varlen/cases/case_json.h"
 #include "varlen/cases/executor.h"
+#include "varlen/cases/npy.h"
 #include "varlen/cases/report.h"
 #include "varlen/contract/sglang_version.h"
+#include "varlen/core/status.h"
 #ifdef VARLEN_HAVE_MUTANTS
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "mutants.h"
+#include "varlen/conformance/check.h"
 #endif
 
 ABSL_FLAG(std::string, backend, "all", "backend to run the cases on, or \"all\" available ones");
 ABSL_FLAG(bool, json, false, "print one JSON document instead of text");
 ABSL_FLAG(bool, brief, false, "one line per run; full reports only for failures");
+ABSL_FLAG(std::string, save, "",
+          "repro: write q, k, v, the float64 reference and each backend's output of every case "
+          "that runs forward as .npy files under DIR/<case name>/");
 ABSL_FLAG(std::string, sglang, "",
           "the SGLang version faithful mode reproduces: a modelled version, \"all\" to compare "
           "every modelled version, or empty for each case's own (default: the latest)");
-ABSL_FLAG(std::string, tier, "smoke", "mutants: the suite's tier (smoke, full, nightly)");
+ABSL_FLAG(std::string, tier, "smoke", "check, mutants: the suite's tier (smoke, full, nightly)");
+ABSL_FLAG(std::string, backends, "", "check: comma-separated backends (default: every available)");
+ABSL_FLAG(std::string, report, "",
+          "check: the folder for junit.xml, matrix.md, pictures, failures");
+ABSL_FLAG(std::string, corpus, "", "check: the corpus to replay (default: this build's)");
 ABSL_FLAG(bool, anchors, false, "mutants: also run the other projects' generators");
 ABSL_FLAG(std::string, only, "", "mutants: only the mutants whose name contains this");
 
@@ -61,7 +82,9 @@ constexpr int kExitInvalid = 2;
 constexpr absl::string_view kUsage =
     "usage:\n"
     "  varlen repro FILE|DIR... [--backend=NAME|all] [--sglang=VERSION|all] [--json] [--brief]\n"
+    "               [--save=DIR]\n"
     "  varlen backends\n"
+    "  varlen check [--backends=A,B] [--tier=smoke|full|nightly] [--report=DIR] [--corpus=DIR]\n"
     "  varlen mutants [--tier=smoke|full|nightly] [--anchors] [--only=TEXT]\n"
     "\n"
     "repro exits 0 when every case meets its expectation, 1 when one does not,\n"
@@ -75,9 +98,10 @@ int UsageError(absl::string_view message) {
 // absl exits with status 1 on an unknown flag; check first so usage errors
 // keep their own status.
 bool CheckFlagNames(int argc, char** argv, std::string* unknown) {
-  constexpr absl::string_view kKnown[] = {
-      "backend", "json",      "brief", "nojson", "nobrief",  "sglang",    "tier",
-      "anchors", "noanchors", "only",  "help",   "helpfull", "helpshort", "version"};
+  constexpr absl::string_view kKnown[] = {"backend",  "json",      "brief",  "nojson",  "nobrief",
+                                          "sglang",   "tier",      "save",   "anchors", "noanchors",
+                                          "only",     "backends",  "report", "corpus",  "help",
+                                          "helpfull", "helpshort", "version"};
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
     if (arg == "--") break;
@@ -122,6 +146,23 @@ const Backend* FindMutant(absl::string_view name) {
 #endif
   (void)name;
   return nullptr;
+}
+
+// q, k, v (as the backends receive them) and the float64 reference of a
+// case, for --save.
+absl::Status SaveInputs(const std::string& dir, CaseRunner& runner) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (error) return absl::PermissionDeniedError(absl::StrCat(dir, ": ", error.message()));
+  const QkvTensors& qkv = runner.tensors();
+  for (const auto& [name, tensor] :
+       {std::pair<const char*, const Tensor*>{"q", &qkv.q}, {"k", &qkv.k}, {"v", &qkv.v}}) {
+    VARLEN_RETURN_IF_ERROR(
+        WriteNpy((std::filesystem::path(dir) / absl::StrCat(name, ".npy")).string(), *tensor));
+  }
+  const Geometry& g = runner.test_case().geometry;
+  return WriteNpy((std::filesystem::path(dir) / "reference.npy").string(),
+                  runner.reference().oracle, {g.total_tokens(), g.num_heads, g.head_dim_v});
 }
 
 int Repro(const std::vector<std::string>& paths) {
@@ -169,14 +210,33 @@ int Repro(const std::vector<std::string>& paths) {
   }
 
   const bool json = absl::GetFlag(FLAGS_json), brief = absl::GetFlag(FLAGS_brief);
+  const std::string save_dir = absl::GetFlag(FLAGS_save);
   nlohmann::ordered_json results = nlohmann::ordered_json::array();
   nlohmann::ordered_json differences = nlohmann::ordered_json::array();
   int passed = 0, failed = 0, unsupported = 0, resolution_only = 0, differing_cases = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
-    CaseRunner runner(cases[i]);
+    RunOptions run_options;
+    run_options.keep_output = !save_dir.empty();
+    CaseRunner runner(cases[i], run_options);
     bool differs = false;
+    const std::string case_dir = (std::filesystem::path(save_dir) / cases[i].name).string();
+    if (!save_dir.empty() && runner.runs_forward()) {
+      if (absl::Status saved = SaveInputs(case_dir, runner); !saved.ok()) {
+        std::cerr << "varlen: " << saved.message() << "\n";
+        return kExitInvalid;
+      }
+    }
     for (const Backend* backend : backends) {
       const Outcome outcome = runner.Run(*backend);
+      if (outcome.output.has_value()) {
+        const std::string path =
+            (std::filesystem::path(case_dir) / absl::StrCat("output-", backend->name(), ".npy"))
+                .string();
+        if (absl::Status saved = WriteNpy(path, *outcome.output); !saved.ok()) {
+          std::cerr << "varlen: " << saved.message() << "\n";
+          return kExitInvalid;
+        }
+      }
       passed += outcome.verdict == Verdict::kPass;
       failed += outcome.verdict == Verdict::kFail;
       unsupported += outcome.verdict == Verdict::kUnsupported;
@@ -259,6 +319,39 @@ int Repro(const std::vector<std::string>& paths) {
 }
 
 #ifdef VARLEN_HAVE_MUTANTS
+int Check() {
+  CheckOptions options;
+  absl::StatusOr<Tier> tier = ParseTier(absl::GetFlag(FLAGS_tier));
+  if (!tier.ok()) return UsageError(absl::StrCat("--tier: ", tier.status().message()));
+  options.tier = *tier;
+  const std::string backends = absl::GetFlag(FLAGS_backends);
+  if (!backends.empty()) options.backends = absl::StrSplit(backends, ',', absl::SkipEmpty());
+  options.corpus_dir = absl::GetFlag(FLAGS_corpus);
+  if (options.corpus_dir.empty()) options.corpus_dir = VARLEN_CORPUS_DIR;
+  options.report_dir = absl::GetFlag(FLAGS_report);
+  options.progress = [](const std::string& line) { std::cerr << line << "\n"; };
+  absl::StatusOr<CheckReport> report = RunCheck(options);
+  if (!report.ok()) {
+    std::cerr << "varlen: " << report.status().message() << "\n";
+    return kExitInvalid;
+  }
+  std::cout << CheckMatrixMarkdown(*report);
+  if (!options.report_dir.empty()) {
+    std::cout << "report: " << options.report_dir << "/junit.xml, " << options.report_dir
+              << "/matrix.md\n";
+  }
+  int failed = 0;
+  for (const CheckItem& item : report->items) {
+    if (item.status != CheckStatus::kFail) continue;
+    ++failed;
+    std::cout << "\nFAIL " << item.backend << " " << item.kind << " " << item.name << "\n"
+              << item.message << "\n";
+  }
+  std::cout << "summary: " << report->items.size() << " checks on " << report->backends.size()
+            << " backends, tier " << TierName(options.tier) << ": " << failed << " failed\n";
+  return report->passed() ? kExitOk : kExitFailed;
+}
+
 int Mutants() {
   MutationOptions options;
   absl::StatusOr<Tier> tier = ParseTier(absl::GetFlag(FLAGS_tier));
@@ -300,6 +393,10 @@ int main(int argc, char** argv) {
     return varlen::ListBackends();
   }
 #ifdef VARLEN_HAVE_MUTANTS
+  if (command == "check") {
+    if (!rest.empty()) return varlen::UsageError("check takes no arguments, only flags");
+    return varlen::Check();
+  }
   if (command == "mutants") {
     if (!rest.empty()) return varlen::UsageError("mutants takes no arguments, only flags");
     return varlen::Mutants();

@@ -378,29 +378,15 @@ class PropertyTest : public testing::Test {
  private:
   // Writes the shrunk case where a user can move it into the corpus, and
   // says how to replay it.
-  std::string ReportFailure(Case c, const std::string& why) const {
-    const std::string stem = absl::StrCat(FileSafe(backend_->name()), "-", property_.name);
-    c.name = absl::StrCat(backend_->name(), "-", property_.name, "-", c.data.seed);
-    c.source = absl::StrCat("varlen conformance suite: property ", property_.name, " on backend ",
-                            backend_->name(), ", tier ", TierName(options_.tier));
-    c.description = property_.case_replays
-                        ? "The shrunk failing case."
-                        : absl::StrCat(
-                              "The shrunk input of a failing comparison (replaying it "
-                              "alone runs only the elementwise judgement). ",
-                              why.substr(0, why.find('\n')));
-    std::error_code ignored;
-    std::filesystem::create_directories(options_.failures_dir, ignored);
-    const std::string path =
-        (std::filesystem::path(options_.failures_dir) / (stem + ".json")).string();
-    std::ofstream file(path);
-    file << WriteCase(c);
-    file.close();
+  std::string ReportFailure(const Case& c, const std::string& why) const {
+    absl::StatusOr<std::string> path = WriteShrunkCase(options_.failures_dir, backend_->name(),
+                                                       property_.name, options_.tier, c, why);
+    if (!path.ok()) return std::string(path.status().message());
     std::string command = options_.repro_command.empty()
                               ? std::string("varlen repro {file} --backend={backend}")
                               : options_.repro_command;
-    command = absl::StrReplaceAll(command, {{"{file}", path}, {"{backend}", backend_->name()}});
-    return absl::StrCat("shrunk case written to ", path, "\n  reproduce: ", command, "\n");
+    command = absl::StrReplaceAll(command, {{"{file}", *path}, {"{backend}", backend_->name()}});
+    return absl::StrCat("shrunk case written to ", *path, "\n  reproduce: ", command, "\n");
   }
 
   const Property& property_;
@@ -409,6 +395,32 @@ class PropertyTest : public testing::Test {
 };
 
 }  // namespace
+
+absl::StatusOr<std::string> WriteShrunkCase(const std::string& dir, absl::string_view backend,
+                                            absl::string_view property, Tier tier, Case c,
+                                            const std::string& why) {
+  const Property* found = FindProperty(property);
+  const bool replays = found != nullptr && found->case_replays;
+  c.name = absl::StrCat(backend, "-", property, "-", c.data.seed);
+  c.source = absl::StrCat("varlen conformance suite: property ", property, " on backend ", backend,
+                          ", tier ", TierName(tier));
+  c.description = replays ? "The shrunk failing case."
+                          : absl::StrCat(
+                                "The shrunk input of a failing comparison (replaying it "
+                                "alone runs only the elementwise judgement). ",
+                                why.substr(0, why.find('\n')));
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  const std::string path =
+      (std::filesystem::path(dir) / absl::StrCat(FileSafe(backend), "-", property, ".json"))
+          .string();
+  std::ofstream file(path);
+  file << WriteCase(c);
+  file.close();
+  if (!file)
+    return absl::PermissionDeniedError(absl::StrCat(path, ": cannot write the shrunk case"));
+  return path;
+}
 
 std::vector<std::string> PropertyNames() {
   std::vector<std::string> names;

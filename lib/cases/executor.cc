@@ -341,8 +341,9 @@ void CaseRunner::Execute(const Backend& backend, Outcome* outcome) {
   }
   if (!ran.ok()) return raised(ran, "backend");  // reported, never judged as numbers
   kernel->ApplyEpilogue();
-  outcome->numerics =
-      JudgeOutput(case_.geometry, GetReference(), kernel->PackedOutput(), options_.tolerance);
+  const Tensor output = kernel->PackedOutput();
+  outcome->numerics = JudgeOutput(case_.geometry, GetReference(), output, options_.tolerance);
+  if (options_.keep_output) outcome->output = output;
   outcome->observed = outcome->numerics->passed ? Observed::kSuccess : Observed::kCorruption;
 }
 

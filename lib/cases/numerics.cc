@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -114,6 +115,8 @@ NumericReport JudgeOutput(const Geometry& g, const Reference& reference, const T
   report.bound = tolerance.factor * reference.emulation_error + reference.noise_floor;
   report.per_sequence_max_error.assign(g.seq_lens.size(), 0.0);
   const int64_t heads = g.num_heads, dim = g.head_dim_v;
+  report.heads = heads;
+  report.per_sequence_head_max_error.assign(g.seq_lens.size() * static_cast<size_t>(heads), 0.0);
   report.elements = static_cast<int64_t>(reference.oracle.size());
 
   bool have_bad_element = false;
@@ -131,7 +134,9 @@ NumericReport JudgeOutput(const Geometry& g, const Reference& reference, const T
           const bool lost_non_finite = !unwritten && !std::isfinite(expected) &&
                                        !SameNonFinite(actual, expected) &&
                                        !SameNonFinite(actual, reference.emulated[i]);
+          double& cell = report.per_sequence_head_max_error[s * heads + h];
           if (unwritten || non_finite || lost_non_finite) {
+            cell = std::numeric_limits<double>::infinity();
             report.unwritten += unwritten;
             report.non_finite += non_finite;
             report.lost_non_finite += lost_non_finite;
@@ -142,6 +147,7 @@ NumericReport JudgeOutput(const Geometry& g, const Reference& reference, const T
           if (!std::isfinite(expected)) continue;  // propagated as the reference does
           const double error = std::fabs(actual - expected);
           report.per_sequence_max_error[s] = std::max(report.per_sequence_max_error[s], error);
+          cell = std::max(cell, error);
           if (std::fabs(expected) > reference.noise_floor) {
             report.max_rel_error = std::max(report.max_rel_error, error / std::fabs(expected));
           }

@@ -6,6 +6,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -14,6 +18,7 @@
 #include "varlen/backend/registry.h"
 #include "varlen/cases/case_json.h"
 #include "varlen/cases/executor.h"
+#include "varlen/conformance/check.h"
 
 namespace varlen {
 namespace {
@@ -129,6 +134,81 @@ TEST(SuiteTest, UnknownPropertyIsReported) {
   const PropertyRunResult result = RunProperty("Speed", *FindBackend("cpu_flash"), {});
   EXPECT_FALSE(result.passed);
   EXPECT_EQ(result.message, "no property named \"Speed\"");
+}
+
+// ---------------------------------------------------------------------------
+// varlen check
+
+std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream file(path);
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+TEST(CheckTest, ABrokenBackendGetsAFailureReportAPictureAndAShrunkCase) {
+  // A mutant registered like any backend an embedder adds.
+  for (Mutant& m : FlashMutants()) {
+    if (m.name == "flash_drops_last_sequence") {
+      ASSERT_TRUE(RegisterBackend(std::move(m.backend)).ok());
+    }
+  }
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "varlen-check-test";
+  std::filesystem::remove_all(dir);
+  CheckOptions options;
+  options.backends = {"cpu_flash", "flash_drops_last_sequence"};
+  options.corpus_dir = std::string(std::getenv("VARLEN_SOURCE_DIR")) + "/corpus/regressions";
+  options.report_dir = dir.string();
+  std::vector<std::string> progress;
+  options.progress = [&](const std::string& line) { progress.push_back(line); };
+  absl::StatusOr<CheckReport> report = RunCheck(options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_FALSE(report->passed());
+  EXPECT_EQ(progress.size(), 2u + 2u * PropertyNames().size());
+
+  const std::string matrix = ReadFile(dir / "matrix.md");
+  EXPECT_THAT(matrix,
+              HasSubstr("| cpu_flash | 205 pass, 1 unsupported | pass | pass | pass | pass |"));
+  EXPECT_THAT(matrix, HasSubstr("| flash_drops_last_sequence |"));
+  EXPECT_THAT(matrix, HasSubstr("**FAIL**"));
+  const std::string junit = ReadFile(dir / "junit.xml");
+  EXPECT_THAT(junit, HasSubstr("<testsuite name=\"flash_drops_last_sequence\""));
+  EXPECT_THAT(junit, HasSubstr("<failure message="));
+  EXPECT_THAT(junit, HasSubstr("<skipped message="));  // cpu_flash runs no float64
+
+  bool shrunk = false, picture = false;
+  for (const CheckItem& item : report->items) {
+    if (item.status != CheckStatus::kFail) continue;
+    EXPECT_EQ(item.backend, "flash_drops_last_sequence");
+    if (!item.shrunk.empty()) {
+      shrunk = true;
+      EXPECT_TRUE(LoadCaseFile(item.shrunk).ok()) << item.shrunk;
+    }
+    if (!item.picture.empty()) {
+      picture = true;
+      EXPECT_THAT(ReadFile(item.picture), HasSubstr("<svg"));
+    }
+  }
+  EXPECT_TRUE(shrunk);
+  EXPECT_TRUE(picture);
+}
+
+TEST(CheckTest, ThePictureMarksBadBlocks) {
+  NumericReport n;
+  n.heads = 2;
+  n.bound = 1e-3;
+  n.per_sequence_head_max_error = {0.0, 5e-4, 1e-2, std::numeric_limits<double>::infinity()};
+  const std::string svg = ErrorPictureSvg("t & <u>", n);
+  EXPECT_THAT(svg, HasSubstr("t &amp; &lt;u&gt;"));
+  EXPECT_THAT(svg, HasSubstr("sequence 1 head 1: unwritten or wrong NaN/Inf"));
+  EXPECT_THAT(svg, HasSubstr("sequence 1 head 0: 0.01 (10.00 x bound)"));
+  EXPECT_THAT(svg, HasSubstr("fill=\"#000000\""));
+}
+
+TEST(CheckTest, UnknownBackendIsAnError) {
+  CheckOptions options;
+  options.backends = {"no_such_backend"};
+  EXPECT_EQ(RunCheck(options).status().message(), "no backend named \"no_such_backend\"");
 }
 
 }  // namespace

@@ -105,6 +105,13 @@ struct SuiteOptions {
   std::string repro_command;
 };
 
+// Writes `c`, shrunk by `property` on `backend`, as DIR/<backend>-<property>.json
+// with a name, a source and a description, ready for corpus/regressions/.
+// Returns the path.
+absl::StatusOr<std::string> WriteShrunkCase(const std::string& dir, absl::string_view backend,
+                                            absl::string_view property, Tier tier, Case c,
+                                            const std::string& why);
+
 // Overrides `options` with VARLEN_TIER, VARLEN_FAILURES_DIR and
 // VARLEN_CORPUS_DIR when they are set. An unknown tier is an error.
 absl::StatusOr<SuiteOptions> ApplyEnvironment(SuiteOptions options);

@@ -60,6 +60,7 @@ struct Outcome {
   std::string kernel;                       // what the kernel was asked to do
   absl::Status kernel_fault;                // an out-of-bounds access, caught before the run
   std::optional<NumericReport> numerics;
+  std::optional<Tensor> output;  // packed [T, Hq, Dv], with RunOptions.keep_output
   Observed observed = Observed::kSuccess;
   Verdict verdict = Verdict::kPass;
   std::vector<std::string> mismatches;  // why the verdict is FAIL
@@ -68,6 +69,7 @@ struct Outcome {
 struct RunOptions {
   ToleranceModel tolerance;
   bool allow_forward = true;  // false: resolution only, whatever the budget
+  bool keep_output = false;   // keep the backend's output in Outcome::output
   ForwardBudget budget;       // for the ground truth, and for what a kernel would compute
 };
 
@@ -81,6 +83,12 @@ class CaseRunner {
   bool runs_forward() const { return forward_; }
 
   Outcome Run(const Backend& backend);
+
+  // The q, k and v every backend receives (shape only without a forward
+  // run), and the float64 oracle and emulation. REQUIRES for reference():
+  // runs_forward().
+  const QkvTensors& tensors() const { return qkv_; }
+  const Reference& reference() { return GetReference(); }
 
  private:
   // Steps 1-4: fills `outcome` up to, not including, the verdict.

@@ -71,6 +71,10 @@ struct NumericReport {
   double bound = 0.0;
   ElementLocation worst;                       // largest error (or first bad element)
   std::vector<double> per_sequence_max_error;  // to locate a bug in one sequence
+  // [sequence][head] row-major, `heads` columns: the largest error of each
+  // block, +infinity where an element is unwritten or wrongly (non-)finite.
+  std::vector<double> per_sequence_head_max_error;
+  int64_t heads = 0;
   bool passed = false;
 };
 

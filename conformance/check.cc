@@ -1,0 +1,323 @@
+#include "varlen/conformance/check.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_replace.h"
+#include "varlen/backend/registry.h"
+#include "varlen/cases/case_json.h"
+#include "varlen/cases/executor.h"
+#include "varlen/cases/report.h"
+#include "varlen/core/status.h"
+
+namespace varlen {
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+std::string FileSafe(absl::string_view name) {
+  std::string out;
+  for (char ch : name) out += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+  return out;
+}
+
+absl::Status WriteFile(const std::filesystem::path& path, const std::string& text) {
+  std::error_code ignored;
+  std::filesystem::create_directories(path.parent_path(), ignored);
+  std::ofstream file(path);
+  file << text;
+  file.close();
+  if (!file) return absl::PermissionDeniedError(absl::StrCat(path.string(), ": cannot write"));
+  return absl::OkStatus();
+}
+
+// Draws the picture of a failing outcome with numbers; returns its path or "".
+std::string DrawPicture(const CheckOptions& options, const std::string& backend,
+                        const std::string& name, const Outcome& outcome) {
+  if (options.report_dir.empty() || !outcome.numerics.has_value()) return "";
+  const std::filesystem::path path = std::filesystem::path(options.report_dir) / "pictures" /
+                                     FileSafe(backend) / (FileSafe(name) + ".svg");
+  const std::string title = absl::StrCat(name, " on ", backend);
+  if (!WriteFile(path, ErrorPictureSvg(title, *outcome.numerics)).ok()) return "";
+  return path.string();
+}
+
+std::vector<const Backend*> ChooseBackends(const std::vector<std::string>& names,
+                                           absl::Status* status) {
+  std::vector<const Backend*> backends;
+  if (names.empty()) {
+    for (const Backend* b : AllBackends()) {
+      if (b->Available().ok()) backends.push_back(b);
+    }
+    return backends;
+  }
+  for (const std::string& name : names) {
+    const Backend* b = FindBackend(name);
+    if (b == nullptr) {
+      *status = absl::NotFoundError(absl::StrCat("no backend named \"", name, "\""));
+      return {};
+    }
+    backends.push_back(b);
+  }
+  return backends;
+}
+
+void ReplayCorpus(const CheckOptions& options, const std::vector<const Backend*>& backends,
+                  const std::vector<std::pair<std::string, Case>>& cases, CheckReport* report) {
+  struct Tally {
+    int passed = 0, failed = 0, unsupported = 0;
+    double seconds = 0;
+  };
+  std::map<std::string, Tally> tallies;
+  for (const auto& [file, c] : cases) {
+    CaseRunner runner(c);
+    for (const Backend* backend : backends) {
+      const auto start = std::chrono::steady_clock::now();
+      const Outcome outcome = runner.Run(*backend);
+      CheckItem item{std::string(backend->name()), "corpus", c.name};
+      item.seconds = SecondsSince(start);
+      Tally& tally = tallies[item.backend];
+      tally.seconds += item.seconds;
+      switch (outcome.verdict) {
+        case Verdict::kPass:
+          item.status = CheckStatus::kPass;
+          ++tally.passed;
+          break;
+        case Verdict::kUnsupported:
+          item.status = CheckStatus::kUnsupported;
+          item.message = std::string(outcome.unsupported.message());
+          ++tally.unsupported;
+          break;
+        case Verdict::kFail:
+          item.status = CheckStatus::kFail;
+          item.message = FormatOutcomeText(c, file, outcome);
+          item.picture = DrawPicture(options, item.backend, c.name, outcome);
+          ++tally.failed;
+          break;
+      }
+      report->items.push_back(std::move(item));
+    }
+  }
+  if (!options.progress) return;
+  for (const Backend* backend : backends) {
+    const Tally& t = tallies[std::string(backend->name())];
+    options.progress(absl::StrFormat(
+        "[%s] corpus: %d cases, %d passed, %d failed, %d unsupported (%.1f s)", backend->name(),
+        cases.size(), t.passed, t.failed, t.unsupported, t.seconds));
+  }
+}
+
+void RunProperties(const CheckOptions& options, const Backend& backend, CheckReport* report) {
+  for (const std::string& property : PropertyNames()) {
+    PropertyRunOptions run;
+    run.budget = BudgetFor(property, options.tier);
+    const PropertyRunResult result = RunProperty(property, backend, run);
+    CheckItem item{std::string(backend.name()), "property", property};
+    item.seconds = result.seconds;
+    if (result.passed) {
+      item.status = result.executed > 0 && result.unsupported == result.executed
+                        ? CheckStatus::kUnsupported
+                        : CheckStatus::kPass;
+      if (item.status == CheckStatus::kUnsupported) {
+        item.message = "supports none of the generated cases";
+      }
+    } else {
+      item.status = CheckStatus::kFail;
+      item.message = result.message;
+      if (result.shrunk.has_value() && !options.report_dir.empty()) {
+        absl::StatusOr<std::string> path =
+            WriteShrunkCase((std::filesystem::path(options.report_dir) / "failures").string(),
+                            backend.name(), property, options.tier, *result.shrunk, result.why);
+        if (path.ok()) {
+          item.shrunk = *path;
+          absl::StrAppend(&item.message, "\nshrunk case: ", *path, "\nreproduce: varlen repro ",
+                          *path, " --backend=", backend.name());
+        }
+        const Outcome outcome = RunCase(*result.shrunk, backend);
+        item.picture = DrawPicture(options, item.backend, property, outcome);
+      }
+    }
+    if (options.progress) {
+      options.progress(
+          absl::StrFormat("[%s] %s: %s, %d cases (%.1f s)%s", backend.name(), property,
+                          item.status == CheckStatus::kPass   ? "pass"
+                          : item.status == CheckStatus::kFail ? "FAIL"
+                                                              : "unsupported",
+                          result.executed, result.seconds,
+                          item.shrunk.empty() ? "" : absl::StrCat(", shrunk case ", item.shrunk)));
+    }
+    report->items.push_back(std::move(item));
+  }
+}
+
+std::string XmlEscape(absl::string_view text) {
+  return absl::StrReplaceAll(
+      text, {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}, {"'", "&apos;"}});
+}
+
+// Green (0) through yellow (1, the bound) to red (4 x the bound and more).
+std::string CellColor(double ratio) {
+  if (std::isinf(ratio)) return "#000000";
+  const auto mix = [](double t, int a, int b) { return static_cast<int>(a + (b - a) * t); };
+  if (ratio <= 1.0) {
+    const double t = std::clamp(ratio, 0.0, 1.0);
+    return absl::StrFormat("#%02x%02x%02x", mix(t, 0x2e, 0xf2), mix(t, 0x9e, 0xd3),
+                           mix(t, 0x4f, 0x2c));
+  }
+  const double t = std::clamp((ratio - 1.0) / 3.0, 0.0, 1.0);
+  return absl::StrFormat("#%02x%02x%02x", mix(t, 0xf2, 0xc0), mix(t, 0xd3, 0x1a),
+                         mix(t, 0x2c, 0x1a));
+}
+
+}  // namespace
+
+bool CheckReport::passed() const {
+  return std::none_of(items.begin(), items.end(),
+                      [](const CheckItem& item) { return item.status == CheckStatus::kFail; });
+}
+
+absl::StatusOr<CheckReport> RunCheck(const CheckOptions& options) {
+  absl::Status status;
+  const std::vector<const Backend*> backends = ChooseBackends(options.backends, &status);
+  VARLEN_RETURN_IF_ERROR(status);
+  std::vector<std::pair<std::string, Case>> cases;
+  if (!options.corpus_dir.empty()) {
+    VARLEN_ASSIGN_OR_RETURN(std::vector<std::string> files, ListCaseFiles({options.corpus_dir}));
+    for (const std::string& file : files) {
+      VARLEN_ASSIGN_OR_RETURN(Case c, LoadCaseFile(file));
+      cases.emplace_back(file, std::move(c));
+    }
+  }
+  CheckReport report;
+  for (const Backend* backend : backends) report.backends.emplace_back(backend->name());
+  report.properties = PropertyNames();
+  ReplayCorpus(options, backends, cases, &report);
+  for (const Backend* backend : backends) RunProperties(options, *backend, &report);
+  if (!options.report_dir.empty()) {
+    const std::filesystem::path dir(options.report_dir);
+    VARLEN_RETURN_IF_ERROR(WriteFile(dir / "junit.xml", CheckJUnitXml(report)));
+    VARLEN_RETURN_IF_ERROR(WriteFile(dir / "matrix.md", CheckMatrixMarkdown(report)));
+  }
+  return report;
+}
+
+std::string CheckJUnitXml(const CheckReport& report) {
+  std::string suites;
+  int total = 0, failures = 0, skipped = 0;
+  double total_seconds = 0;
+  for (const std::string& backend : report.backends) {
+    std::string cases;
+    int tests = 0, failed = 0, unsupported = 0;
+    double seconds = 0;
+    for (const CheckItem& item : report.items) {
+      if (item.backend != backend) continue;
+      ++tests;
+      seconds += item.seconds;
+      absl::StrAppend(&cases, "    <testcase classname=\"", XmlEscape(backend), ".", item.kind,
+                      "\" name=\"", XmlEscape(item.name), "\" time=\"",
+                      absl::StrFormat("%.3f", item.seconds), "\"");
+      if (item.status == CheckStatus::kPass) {
+        absl::StrAppend(&cases, "/>\n");
+        continue;
+      }
+      const bool fail = item.status == CheckStatus::kFail;
+      failed += fail;
+      unsupported += !fail;
+      const std::string first_line = item.message.substr(0, item.message.find('\n'));
+      absl::StrAppend(&cases, ">\n      <", fail ? "failure" : "skipped", " message=\"",
+                      XmlEscape(first_line), "\">", XmlEscape(item.message), "</",
+                      fail ? "failure" : "skipped", ">\n    </testcase>\n");
+    }
+    absl::StrAppend(&suites, "  <testsuite name=\"", XmlEscape(backend), "\" tests=\"", tests,
+                    "\" failures=\"", failed, "\" skipped=\"", unsupported, "\" time=\"",
+                    absl::StrFormat("%.3f", seconds), "\">\n", cases, "  </testsuite>\n");
+    total += tests, failures += failed, skipped += unsupported, total_seconds += seconds;
+  }
+  return absl::StrCat("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n",
+                      "<testsuites name=\"varlen check\" tests=\"", total, "\" failures=\"",
+                      failures, "\" skipped=\"", skipped, "\" time=\"",
+                      absl::StrFormat("%.3f", total_seconds), "\">\n", suites, "</testsuites>\n");
+}
+
+std::string CheckMatrixMarkdown(const CheckReport& report) {
+  std::string out = "| backend | corpus |";
+  std::string rule = "|---|---|";
+  for (const std::string& property : report.properties) {
+    absl::StrAppend(&out, " ", property, " |");
+    absl::StrAppend(&rule, "---|");
+  }
+  absl::StrAppend(&out, "\n", rule, "\n");
+  for (const std::string& backend : report.backends) {
+    int passed = 0, failed = 0, unsupported = 0;
+    std::map<std::string, std::string> cells;
+    for (const CheckItem& item : report.items) {
+      if (item.backend != backend) continue;
+      if (item.kind == "corpus") {
+        passed += item.status == CheckStatus::kPass;
+        failed += item.status == CheckStatus::kFail;
+        unsupported += item.status == CheckStatus::kUnsupported;
+      } else {
+        cells[item.name] = item.status == CheckStatus::kPass   ? "pass"
+                           : item.status == CheckStatus::kFail ? "**FAIL**"
+                                                               : "unsupported";
+      }
+    }
+    absl::StrAppend(&out, "| ", backend, " | ", passed, " pass", failed > 0 ? ", " : "",
+                    failed > 0 ? absl::StrCat("**", failed, " FAIL**") : "",
+                    unsupported > 0 ? absl::StrCat(", ", unsupported, " unsupported") : "", " |");
+    for (const std::string& property : report.properties) {
+      absl::StrAppend(&out, " ", cells.count(property) ? cells[property] : "-", " |");
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  return out;
+}
+
+std::string ErrorPictureSvg(const std::string& title, const NumericReport& report) {
+  const int64_t heads = std::max<int64_t>(report.heads, 1);
+  const int64_t sequences = static_cast<int64_t>(report.per_sequence_head_max_error.size()) / heads;
+  constexpr int kCell = 14, kLeft = 90, kTop = 56;
+  const int64_t shown = std::min<int64_t>(sequences, 512);  // a picture, not a dump
+  const int64_t width = kLeft + heads * kCell + 20, height = kTop + shown * kCell + 40;
+  std::string svg = absl::StrFormat(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+      "font-family=\"sans-serif\" font-size=\"11\">\n"
+      "<text x=\"4\" y=\"16\" font-size=\"13\">%s</text>\n"
+      "<text x=\"4\" y=\"32\">largest |error| per sequence x head, in units of the bound %.3g "
+      "(green within, red beyond, black: unwritten or wrong NaN/Inf)</text>\n"
+      "<text x=\"%d\" y=\"%d\">heads -&gt;</text>\n",
+      width, height, XmlEscape(title), report.bound, kLeft, kTop - 6);
+  for (int64_t s = 0; s < shown; ++s) {
+    absl::StrAppend(&svg, absl::StrFormat("<text x=\"4\" y=\"%d\">sequence %d</text>\n",
+                                          kTop + s * kCell + 11, s));
+    for (int64_t h = 0; h < heads; ++h) {
+      const double error = report.per_sequence_head_max_error[s * heads + h];
+      const double ratio = report.bound > 0 ? error / report.bound : (error > 0 ? 1e9 : 0);
+      absl::StrAppend(
+          &svg, absl::StrFormat("<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\">"
+                                "<title>sequence %d head %d: %s</title></rect>\n",
+                                kLeft + h * kCell, kTop + s * kCell, kCell - 1, kCell - 1,
+                                CellColor(ratio), s, h,
+                                std::isinf(error)
+                                    ? std::string("unwritten or wrong NaN/Inf")
+                                    : absl::StrFormat("%.3g (%.2f x bound)", error, ratio)));
+    }
+  }
+  if (shown < sequences) {
+    absl::StrAppend(&svg, absl::StrFormat("<text x=\"4\" y=\"%d\">... %d more sequences</text>\n",
+                                          kTop + shown * kCell + 16, sequences - shown));
+  }
+  absl::StrAppend(&svg, "</svg>\n");
+  return svg;
+}
+
+}  // namespace varlen

@@ -1,0 +1,79 @@
+// File: varlen/conformance/check.h
+// -----------------------------------------------------------------------------
+//
+// The main job, `varlen check`: the regression corpus and the generated
+// properties on every chosen backend, with reports that a CI system and a
+// person can read:
+//
+//   DIR/junit.xml        one testsuite per backend, one testcase per corpus
+//                        case and per property
+//   DIR/matrix.md        backend x (corpus, each property): pass, fail,
+//                        unsupported
+//   DIR/pictures/*.svg   for each failing case with numbers, its largest
+//                        error per sequence x head, in units of the bound
+//   DIR/failures/*.json  the shrunk case of each failing property
+//
+// Example:
+//   CheckOptions options;
+//   options.corpus_dir = "corpus/regressions";
+//   options.report_dir = "check-report";
+//   absl::StatusOr<CheckReport> report = RunCheck(options);
+
+#ifndef VARLEN_CONFORMANCE_CHECK_H_
+#define VARLEN_CONFORMANCE_CHECK_H_
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "varlen/cases/numerics.h"
+#include "varlen/conformance/suite.h"
+
+namespace varlen {
+
+struct CheckOptions {
+  std::vector<std::string> backends;  // empty: every available registered backend
+  std::string corpus_dir;             // empty: no corpus replay
+  Tier tier = Tier::kSmoke;
+  std::string report_dir;  // empty: no files
+  // One line per finished step (a backend's corpus, a property), for a
+  // terminal.
+  std::function<void(const std::string& line)> progress;
+};
+
+enum class CheckStatus { kPass, kFail, kUnsupported };
+
+struct CheckItem {
+  std::string backend;
+  std::string kind;  // "corpus" or "property"
+  std::string name;  // the case's name or the property's
+  CheckStatus status = CheckStatus::kPass;
+  double seconds = 0;
+  std::string message = {};  // the full report of a failure, or why unsupported
+  std::string picture = {};  // path of its error picture, when one was drawn
+  std::string shrunk = {};   // path of the shrunk case of a failing property
+};
+
+struct CheckReport {
+  std::vector<std::string> backends;
+  std::vector<std::string> properties;
+  std::vector<CheckItem> items;
+  bool passed() const;
+};
+
+// Runs everything, writing the report files as it goes. Errors: an unknown
+// backend, an invalid case file, an unwritable report folder.
+absl::StatusOr<CheckReport> RunCheck(const CheckOptions& options);
+
+std::string CheckJUnitXml(const CheckReport& report);
+std::string CheckMatrixMarkdown(const CheckReport& report);
+
+// An SVG heat map of report.per_sequence_head_max_error / report.bound:
+// sequences down, heads across; green within the bound, red beyond it,
+// black where an element was unwritten or wrongly (non-)finite.
+std::string ErrorPictureSvg(const std::string& title, const NumericReport& report);
+
+}  // namespace varlen
+
+#endif  // VARLEN_CONFORMANCE_CHECK_H_
