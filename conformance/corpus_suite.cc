@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "expectation_report.h"
 #include "gtest/gtest.h"
 #include "varlen/backend/registry.h"
 #include "varlen/cases/case_json.h"
@@ -23,27 +24,47 @@ std::string TestName(const std::string& name) {
 
 class CorpusCaseTest : public testing::Test {
  public:
-  CorpusCaseTest(std::shared_ptr<const Case> c, std::string file, const Backend* backend)
-      : case_(std::move(c)), file_(std::move(file)), backend_(backend) {}
+  CorpusCaseTest(std::shared_ptr<const Case> c, std::string file, const Backend* backend,
+                 const Expectations* expectations)
+      : case_(std::move(c)),
+        file_(std::move(file)),
+        backend_(backend),
+        expectations_(expectations) {}
 
   void TestBody() override {
+    const ExpectationEntry* entry =
+        expectations_ == nullptr
+            ? nullptr
+            : FindExpectation(*expectations_, absl::StrCat("Corpus.", TestName(case_->name)),
+                              case_->geometry.dtype, Today());
+    if (entry != nullptr && entry->expect == Expect::kSkip) {
+      GTEST_SKIP() << "expectations manifest: " << DescribeEntry(*entry);
+    }
     const Outcome outcome = RunCase(*case_, *backend_);
     if (outcome.verdict == Verdict::kUnsupported) {
       GTEST_SKIP() << backend_->name() << ": " << outcome.unsupported.message();
     }
-    EXPECT_EQ(outcome.verdict, Verdict::kPass) << FormatOutcomeText(*case_, file_, outcome);
+    internal::ReportUnderExpectation(entry, expectations_ != nullptr && expectations_->strict,
+                                     outcome.verdict == Verdict::kPass,
+                                     FormatOutcomeText(*case_, file_, outcome));
   }
 
  private:
   std::shared_ptr<const Case> case_;
   std::string file_;
   const Backend* backend_;
+  const Expectations* expectations_;
 };
 
 }  // namespace
 
+std::string CorpusTestName(const std::string& case_name) {
+  return absl::StrCat("Corpus.", TestName(case_name));
+}
+
 absl::Status RegisterCorpusTests(const std::string& corpus_dir,
-                                 const std::vector<std::string>& backend_names) {
+                                 const std::vector<std::string>& backend_names,
+                                 const Expectations* expectations) {
   std::vector<const Backend*> backends;
   if (backend_names.empty()) {
     backends = AllBackends();
@@ -73,8 +94,12 @@ absl::Status RegisterCorpusTests(const std::string& corpus_dir,
     for (const Backend* backend : backends) {
       testing::RegisterTest(
           "Corpus", absl::StrCat(TestName(c->name), "/", backend->name()).c_str(), nullptr, nullptr,
-          file.c_str(), 0,
-          [c, file, backend]() -> testing::Test* { return new CorpusCaseTest(c, file, backend); });
+          file.c_str(), 0, [c, file, backend, expectations]() -> testing::Test* {
+            const bool applies =
+                expectations != nullptr &&
+                (expectations->backend.empty() || expectations->backend == backend->name());
+            return new CorpusCaseTest(c, file, backend, applies ? expectations : nullptr);
+          });
     }
   }
   return absl::OkStatus();

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "expectation_report.h"
 #include "gtest/gtest.h"
 #include "rapidcheck/detail/Configuration.h"
 #include "rapidcheck/detail/TestListener.h"
@@ -331,6 +332,37 @@ rc::detail::TestParams ParamsFor(const PropertyBudget& budget, bool shrink, std:
   return defaults.testParams;
 }
 
+// The manifest when it applies to `backend`.
+const Expectations* ExpectationsFor(const SuiteOptions& options, const Backend& backend) {
+  const Expectations* e = options.expectations.get();
+  if (e == nullptr || (!e->backend.empty() && e->backend != backend.name())) return nullptr;
+  return e;
+}
+
+// Expired entries and entries that match no test: a note, or a failure in a
+// strict run.
+class ManifestTest : public testing::Test {
+ public:
+  ManifestTest(std::shared_ptr<const Expectations> expectations, std::vector<std::string> tests)
+      : expectations_(std::move(expectations)), tests_(std::move(tests)) {}
+  void TestBody() override {
+    const std::vector<std::string> problems = ManifestProblems(*expectations_, tests_, Today());
+    std::cout << "[ varlen   ] " << expectations_->origin << ": " << expectations_->entries.size()
+              << " entries, " << problems.size() << " expired or stale\n";
+    for (const std::string& problem : problems) {
+      if (expectations_->strict) {
+        ADD_FAILURE() << expectations_->origin << ": " << problem;
+      } else {
+        std::cout << "  " << problem << "\n";
+      }
+    }
+  }
+
+ private:
+  std::shared_ptr<const Expectations> expectations_;
+  std::vector<std::string> tests_;
+};
+
 class QuietListener final : public rc::detail::TestListener {
  public:
   void onTestCaseFinished(const rc::detail::CaseDescription&) override {}
@@ -351,8 +383,25 @@ class PropertyTest : public testing::Test {
       : property_(property), backend_(backend), options_(std::move(options)) {}
 
   void TestBody() override {
+    const Expectations* expectations = ExpectationsFor(options_, *backend_);
+    const std::string test = absl::StrCat("Conformance.", property_.name);
+    const ExpectationEntry* entry =
+        expectations == nullptr ? nullptr
+                                : FindExpectation(*expectations, test, std::nullopt, Today());
+    if (entry != nullptr && entry->expect == Expect::kSkip) {
+      GTEST_SKIP() << "expectations manifest: " << DescribeEntry(*entry);
+    }
     PropertyRunOptions run_options;
     run_options.budget = BudgetFor(property_.name, options_.tier);
+    if (expectations != nullptr) {
+      // Skip entries with a dtype take that dtype out of the generated cases.
+      BackendCapabilities caps = backend_->capabilities();
+      std::erase_if(caps.input_dtypes, [&](DType dtype) {
+        const ExpectationEntry* e = FindExpectation(*expectations, test, dtype, Today());
+        return e != nullptr && e->dtype.has_value() && e->expect == Expect::kSkip;
+      });
+      run_options.generator = GenForwardCase(caps, run_options.budget.limits);
+    }
     const PropertyRunResult result = RunProperty(property_.name, *backend_, run_options);
     std::cout << absl::StrFormat("[ varlen   ] %s on %s: %d cases in %.1f s (tier %s, %s)",
                                  property_.name, backend_->name(), result.executed, result.seconds,
@@ -367,12 +416,16 @@ class PropertyTest : public testing::Test {
       if (result.unsupported > 0 && result.unsupported == result.executed) {
         GTEST_SKIP() << backend_->name() << " supports none of the generated cases";
       }
+      internal::ReportUnderExpectation(entry, expectations != nullptr && expectations->strict,
+                                       /*passed=*/true, "");
       return;
     }
     std::string message = result.message;
-    if (result.shrunk.has_value())
+    if (result.shrunk.has_value()) {
       absl::StrAppend(&message, "\n  ", ReportFailure(*result.shrunk, result.why));
-    FAIL() << message;
+    }
+    internal::ReportUnderExpectation(entry, expectations != nullptr && expectations->strict,
+                                     /*passed=*/false, message);
   }
 
  private:
@@ -554,6 +607,11 @@ absl::StatusOr<SuiteOptions> ApplyEnvironment(SuiteOptions options) {
   if (const char* dir = std::getenv("VARLEN_CORPUS_DIR"); dir != nullptr && *dir != '\0') {
     options.corpus_dir = dir;
   }
+  if (const char* file = std::getenv("VARLEN_EXPECTATIONS"); file != nullptr && *file != '\0') {
+    absl::StatusOr<Expectations> loaded = LoadExpectations(file);
+    if (!loaded.ok()) return loaded.status();
+    options.expectations = std::make_shared<const Expectations>(*std::move(loaded));
+  }
   return options;
 }
 
@@ -570,10 +628,26 @@ absl::Status RegisterConformanceSuite(const SuiteOptions& options) {
       backends.push_back(backend);
     }
   }
+  std::vector<std::string> test_names;  // as expectations manifests match them
   if (!options.corpus_dir.empty()) {
     std::vector<std::string> names;
     for (const Backend* backend : backends) names.emplace_back(backend->name());
-    VARLEN_RETURN_IF_ERROR(RegisterCorpusTests(options.corpus_dir, names));
+    VARLEN_RETURN_IF_ERROR(
+        RegisterCorpusTests(options.corpus_dir, names, options.expectations.get()));
+    VARLEN_ASSIGN_OR_RETURN(std::vector<std::string> files, ListCaseFiles({options.corpus_dir}));
+    for (const std::string& file : files) {
+      VARLEN_ASSIGN_OR_RETURN(Case c, LoadCaseFile(file));
+      test_names.push_back(CorpusTestName(c.name));
+    }
+  }
+  for (const Property& property : kProperties) {
+    test_names.push_back(absl::StrCat("Conformance.", property.name));
+  }
+  if (options.expectations != nullptr) {
+    testing::RegisterTest("Expectations", "Manifest", nullptr, nullptr, __FILE__, __LINE__,
+                          [expectations = options.expectations, test_names]() -> testing::Test* {
+                            return new ManifestTest(expectations, test_names);
+                          });
   }
   for (const Property& property : kProperties) {
     for (const Backend* backend : backends) {

@@ -23,15 +23,22 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "varlen/conformance/expectations.h"
 
 namespace varlen {
 
 // Registers the tests for every case under `corpus_dir` on each backend named
-// in `backend_names` (all registered backends when empty). Call after
+// in `backend_names` (all registered backends when empty), under
+// `expectations` when given (it must outlive the tests). Call after
 // testing::InitGoogleTest and before RUN_ALL_TESTS. An invalid case file or
 // an unknown backend name is an error, not a test failure.
 absl::Status RegisterCorpusTests(const std::string& corpus_dir,
-                                 const std::vector<std::string>& backend_names = {});
+                                 const std::vector<std::string>& backend_names = {},
+                                 const Expectations* expectations = nullptr);
+
+// "Corpus.<case name with every character but letters, digits and _ as _>":
+// the name expectations manifests match.
+std::string CorpusTestName(const std::string& case_name);
 
 }  // namespace varlen
 

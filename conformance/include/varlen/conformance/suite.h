@@ -25,7 +25,8 @@
 //   VARLEN_CONFORMANCE_MAIN(MyBackend)
 //
 // The binary honours VARLEN_TIER (smoke, full, nightly), VARLEN_FAILURES_DIR
-// (default ./varlen-failures), VARLEN_CORPUS_DIR and RC_PARAMS, and
+// (default ./varlen-failures), VARLEN_CORPUS_DIR, VARLEN_EXPECTATIONS (a
+// manifest of known gaps, expectations.h) and RC_PARAMS, and
 // `--repro=FILE` replays one case file on the backend. Each failing property
 // writes its shrunk case there as a corpus-ready JSON file and prints the
 // line that replays it.
@@ -43,6 +44,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "varlen/backend/backend.h"
+#include "varlen/conformance/expectations.h"
 #include "varlen/conformance/generators.h"
 
 namespace varlen {
@@ -103,6 +105,8 @@ struct SuiteOptions {
   // How the failure message says to replay a case ("varlen repro {file}
   // --backend={backend}" by default).
   std::string repro_command;
+  // Known gaps of the backend (expectations.h); null: none.
+  std::shared_ptr<const Expectations> expectations;
 };
 
 // Writes `c`, shrunk by `property` on `backend`, as DIR/<backend>-<property>.json
@@ -112,8 +116,9 @@ absl::StatusOr<std::string> WriteShrunkCase(const std::string& dir, absl::string
                                             absl::string_view property, Tier tier, Case c,
                                             const std::string& why);
 
-// Overrides `options` with VARLEN_TIER, VARLEN_FAILURES_DIR and
-// VARLEN_CORPUS_DIR when they are set. An unknown tier is an error.
+// Overrides `options` with VARLEN_TIER, VARLEN_FAILURES_DIR,
+// VARLEN_CORPUS_DIR and VARLEN_EXPECTATIONS (a manifest file) when they are
+// set. An unknown tier or an invalid manifest is an error.
 absl::StatusOr<SuiteOptions> ApplyEnvironment(SuiteOptions options);
 
 // Registers the corpus tests and the property tests on each backend. Call
