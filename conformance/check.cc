@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "safe_name.h"
 #include "varlen/backend/registry.h"
 #include "varlen/cases/case_json.h"
 #include "varlen/cases/executor.h"
@@ -22,12 +23,6 @@ namespace {
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-std::string FileSafe(absl::string_view name) {
-  std::string out;
-  for (char ch : name) out += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
-  return out;
 }
 
 absl::Status WriteFile(const std::filesystem::path& path, const std::string& text) {
@@ -45,7 +40,8 @@ std::string DrawPicture(const CheckOptions& options, const std::string& backend,
                         const std::string& name, const Outcome& outcome) {
   if (options.report_dir.empty() || !outcome.numerics.has_value()) return "";
   const std::filesystem::path path = std::filesystem::path(options.report_dir) / "pictures" /
-                                     FileSafe(backend) / (FileSafe(name) + ".svg");
+                                     internal::SafeName(backend) /
+                                     (internal::SafeName(name) + ".svg");
   const std::string title = absl::StrCat(name, " on ", backend);
   if (!WriteFile(path, ErrorPictureSvg(title, *outcome.numerics)).ok()) return "";
   return path.string();

@@ -1,12 +1,12 @@
 #include "varlen/conformance/corpus_suite.h"
 
-#include <cctype>
 #include <map>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "expectation_report.h"
 #include "gtest/gtest.h"
+#include "safe_name.h"
 #include "varlen/backend/registry.h"
 #include "varlen/cases/case_json.h"
 #include "varlen/cases/executor.h"
@@ -14,13 +14,6 @@
 
 namespace varlen {
 namespace {
-
-// GoogleTest names allow letters, digits and underscores.
-std::string TestName(const std::string& name) {
-  std::string out;
-  for (char c : name) out += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return out;
-}
 
 class CorpusCaseTest : public testing::Test {
  public:
@@ -33,10 +26,9 @@ class CorpusCaseTest : public testing::Test {
 
   void TestBody() override {
     const ExpectationEntry* entry =
-        expectations_ == nullptr
-            ? nullptr
-            : FindExpectation(*expectations_, absl::StrCat("Corpus.", TestName(case_->name)),
-                              case_->geometry.dtype, Today());
+        expectations_ == nullptr ? nullptr
+                                 : FindExpectation(*expectations_, CorpusTestName(case_->name),
+                                                   case_->geometry.dtype, Today());
     if (entry != nullptr && entry->expect == Expect::kSkip) {
       GTEST_SKIP() << "expectations manifest: " << DescribeEntry(*entry);
     }
@@ -59,7 +51,7 @@ class CorpusCaseTest : public testing::Test {
 }  // namespace
 
 std::string CorpusTestName(const std::string& case_name) {
-  return absl::StrCat("Corpus.", TestName(case_name));
+  return absl::StrCat("Corpus.", internal::SafeName(case_name));
 }
 
 absl::Status RegisterCorpusTests(const std::string& corpus_dir,
@@ -85,7 +77,7 @@ absl::Status RegisterCorpusTests(const std::string& corpus_dir,
   for (const std::string& file : files) {
     VARLEN_ASSIGN_OR_RETURN(Case loaded, LoadCaseFile(file));
     auto c = std::make_shared<const Case>(std::move(loaded));
-    const auto [seen, unique] = file_of_test_name.emplace(TestName(c->name), file);
+    const auto [seen, unique] = file_of_test_name.emplace(internal::SafeName(c->name), file);
     if (!unique) {
       return absl::AlreadyExistsError(absl::StrCat(file, ": case \"", c->name,
                                                    "\" has the same test name as ", seen->second,
@@ -93,8 +85,8 @@ absl::Status RegisterCorpusTests(const std::string& corpus_dir,
     }
     for (const Backend* backend : backends) {
       testing::RegisterTest(
-          "Corpus", absl::StrCat(TestName(c->name), "/", backend->name()).c_str(), nullptr, nullptr,
-          file.c_str(), 0, [c, file, backend, expectations]() -> testing::Test* {
+          "Corpus", absl::StrCat(internal::SafeName(c->name), "/", backend->name()).c_str(),
+          nullptr, nullptr, file.c_str(), 0, [c, file, backend, expectations]() -> testing::Test* {
             const bool applies =
                 expectations != nullptr &&
                 (expectations->backend.empty() || expectations->backend == backend->name());

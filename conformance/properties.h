@@ -1,0 +1,38 @@
+// The suite's generated properties (internal to the suite): each checks one
+// generated case on one backend and says why it does not hold. suite.cc runs
+// them through RapidCheck; conformance/suite.h documents what each checks.
+
+#ifndef VARLEN_CONFORMANCE_PROPERTIES_H_
+#define VARLEN_CONFORMANCE_PROPERTIES_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "varlen/backend/backend.h"
+#include "varlen/cases/case.h"
+
+namespace varlen::internal {
+
+// What a property counted over its cases besides failures.
+struct PropertyRun {
+  int64_t unsupported = 0;
+};
+
+struct Property {
+  const char* name;
+  // "" when the property holds on the case, else why not.
+  std::string (*check)(const Backend&, const Case&, PropertyRun*);
+  // Whether the case replays the failure by itself (Numerics), or is the
+  // input of a comparison that `varlen repro` does not make.
+  bool case_replays;
+};
+
+// In the order conformance/suite.h lists them.
+absl::Span<const Property> Properties();
+const Property* FindProperty(absl::string_view name);
+
+}  // namespace varlen::internal
+
+#endif  // VARLEN_CONFORMANCE_PROPERTIES_H_
