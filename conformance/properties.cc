@@ -273,6 +273,43 @@ std::string CheckSequencePermutation(const Backend& backend, const Case& generat
   return "";
 }
 
+// A sequence launched alone (its own tensors, a batch of one) gives the
+// bits it gets inside the packed batch.
+std::string CheckSequenceAlone(const Backend& backend, const Case& generated, PropertyRun* run) {
+  const Case c = AsPackedData(generated, Distribution::kNormal);
+  const Geometry& g = c.geometry;
+  std::vector<int64_t> nonempty;
+  for (size_t s = 0; s < g.seq_lens.size(); ++s) {
+    if (g.seq_lens[s] > 0) nonempty.push_back(static_cast<int64_t>(s));
+  }
+  if (g.seq_lens.size() < 2 || nonempty.empty()) return "";
+  const int64_t target = *rc::gen::elementOf(nonempty);
+  const std::vector<int64_t> offsets = OffsetsOf(g.seq_lens);
+  const int64_t length = g.seq_lens[target];
+  const QkvTensors qkv = SynthesizeQkv(c);
+  std::array<Tensor, 3> alone;
+  const std::array<const Tensor*, 3> packed = {&qkv.q, &qkv.k, &qkv.v};
+  for (size_t t = 0; t < 3; ++t) {
+    alone[t] = Tensor::Zeros(packed[t]->dtype(), packed[t]->device(),
+                             {length, packed[t]->size(1), packed[t]->size(2)});
+    CopyTokens(*packed[t], offsets[target], alone[t], 0, length);
+  }
+  absl::StatusOr<KernelCall> a =
+      RunGroundTruth(backend, qkv.q, qkv.k, qkv.v, g.seq_lens, g.scale());
+  if (absl::IsUnimplemented(a.status()) || absl::IsUnavailable(a.status())) {
+    ++run->unsupported;
+    return "";
+  }
+  if (!a.ok()) return std::string(a.status().message());
+  absl::StatusOr<KernelCall> b =
+      RunGroundTruth(backend, alone[0], alone[1], alone[2], {length}, g.scale());
+  if (!b.ok()) return std::string(b.status().message());
+  if (SameBits(a->output(), offsets[target], b->output(), 0, length)) return "";
+  return absl::StrCat("sequence ", target, " of ", CaseToJson(c)["geometry"].dump(),
+                      " gives other bits launched alone than packed with the others: its output "
+                      "depends on the rest of the batch");
+}
+
 }  // namespace
 
 constexpr Property kProperties[] = {
@@ -280,6 +317,7 @@ constexpr Property kProperties[] = {
     {"SystematicError", CheckSystematicError, false},
     {"PoisonedNeighbours", CheckPoisonedNeighbours, false},
     {"SequencePermutation", CheckSequencePermutation, false},
+    {"SequenceAlone", CheckSequenceAlone, false},
 };
 
 absl::Span<const Property> Properties() { return kProperties; }

@@ -159,7 +159,7 @@ std::vector<AnchorStrategy> AnchorStrategies(const ForwardLimits& limits) {
 std::vector<MutantRow> AnalyzeMutants(const MutationOptions& options) {
   // The cheap comparisons first: a kill there costs least.
   const std::vector<std::string> order = {"PoisonedNeighbours", "SequencePermutation",
-                                          "SystematicError", "Numerics"};
+                                          "SequenceAlone", "SystematicError", "Numerics"};
   std::vector<Mutant> mutants = FlashMutants();
   std::erase_if(mutants, [&](const Mutant& m) {
     return !options.only.empty() && m.name.find(options.only) == std::string::npos;

@@ -18,6 +18,8 @@
 //                     neighbours and the tail beyond the last offset are NaN
 //   SequencePermutation each sequence's output does not change by a bit when
 //                     the sequences are packed in another order
+//   SequenceAlone     a sequence launched alone gives the bits of its slice
+//                     of the packed batch
 //
 // In a backend's own test binary (link varlen::conformance):
 //
