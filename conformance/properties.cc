@@ -34,13 +34,28 @@ absl::StatusOr<KernelCall> RunGroundTruth(const Backend& backend, const Tensor& 
   VARLEN_RETURN_IF_ERROR(backend.Available());
   VARLEN_RETURN_IF_ERROR(backend.Supports(params));
   PoisonOutput(call.output());
-  const absl::Status ran = backend.Run(params);
-  if (absl::IsUnimplemented(ran)) {
-    return absl::InternalError(
-        absl::StrCat("Supports() accepted the call, then Run() answered: ", ran.message()));
-  }
-  VARLEN_RETURN_IF_ERROR(ran);
+  VARLEN_RETURN_IF_ERROR(RunSupported(backend, params));
   return call;
+}
+
+// Why a property fails when its first launch did not run: nothing when the
+// backend does not support the launch (the case is counted unsupported),
+// else the backend's error.
+std::string FailureOf(const absl::Status& status, PropertyRun* run) {
+  if (absl::IsUnimplemented(status) || absl::IsUnavailable(status)) {
+    ++run->unsupported;
+    return "";
+  }
+  return std::string(status.message());
+}
+
+// The sequences with at least one token.
+std::vector<int64_t> NonEmptySequences(const Geometry& g) {
+  std::vector<int64_t> nonempty;
+  for (size_t s = 0; s < g.seq_lens.size(); ++s) {
+    if (g.seq_lens[s] > 0) nonempty.push_back(static_cast<int64_t>(s));
+  }
+  return nonempty;
 }
 
 // Dense [tokens, heads, dim] copy of `t` with `extra` more tokens, filled
@@ -152,11 +167,7 @@ std::string CheckSystematicError(const Backend& backend, const Case& generated, 
   const QkvTensors qkv = SynthesizeQkv(c);
   absl::StatusOr<KernelCall> call =
       RunGroundTruth(backend, qkv.q, qkv.k, qkv.v, g.seq_lens, g.scale());
-  if (absl::IsUnimplemented(call.status()) || absl::IsUnavailable(call.status())) {
-    ++run->unsupported;
-    return "";
-  }
-  if (!call.ok()) return std::string(call.status().message());
+  if (!call.ok()) return FailureOf(call.status(), run);
   const Reference reference = ComputeReference(g, qkv.q, qkv.k, qkv.v);
   const Tensor& out = call->output();
   std::vector<double> values(static_cast<size_t>(out.numel()));
@@ -189,10 +200,7 @@ std::string CheckPoisonedNeighbours(const Backend& backend, const Case& generate
                                     PropertyRun* run) {
   const Case c = AsPackedData(generated, Distribution::kNormal);
   const Geometry& g = c.geometry;
-  std::vector<int64_t> nonempty;
-  for (size_t s = 0; s < g.seq_lens.size(); ++s) {
-    if (g.seq_lens[s] > 0) nonempty.push_back(static_cast<int64_t>(s));
-  }
+  const std::vector<int64_t> nonempty = NonEmptySequences(g);
   if (nonempty.empty()) return "";
   const int64_t target = *rc::gen::elementOf(nonempty);
   const std::vector<int64_t> offsets = OffsetsOf(g.seq_lens);
@@ -209,11 +217,7 @@ std::string CheckPoisonedNeighbours(const Backend& backend, const Case& generate
   }
   absl::StatusOr<KernelCall> a =
       RunGroundTruth(backend, clean[0], clean[1], clean[2], g.seq_lens, g.scale());
-  if (absl::IsUnimplemented(a.status()) || absl::IsUnavailable(a.status())) {
-    ++run->unsupported;
-    return "";
-  }
-  if (!a.ok()) return std::string(a.status().message());
+  if (!a.ok()) return FailureOf(a.status(), run);
   absl::StatusOr<KernelCall> b =
       RunGroundTruth(backend, poisoned[0], poisoned[1], poisoned[2], g.seq_lens, g.scale());
   if (!b.ok()) return std::string(b.status().message());
@@ -254,11 +258,7 @@ std::string CheckSequencePermutation(const Backend& backend, const Case& generat
   }
   absl::StatusOr<KernelCall> a =
       RunGroundTruth(backend, qkv.q, qkv.k, qkv.v, g.seq_lens, g.scale());
-  if (absl::IsUnimplemented(a.status()) || absl::IsUnavailable(a.status())) {
-    ++run->unsupported;
-    return "";
-  }
-  if (!a.ok()) return std::string(a.status().message());
+  if (!a.ok()) return FailureOf(a.status(), run);
   absl::StatusOr<KernelCall> b =
       RunGroundTruth(backend, permuted[0], permuted[1], permuted[2], permuted_lengths, g.scale());
   if (!b.ok()) return std::string(b.status().message());
@@ -278,10 +278,7 @@ std::string CheckSequencePermutation(const Backend& backend, const Case& generat
 std::string CheckSequenceAlone(const Backend& backend, const Case& generated, PropertyRun* run) {
   const Case c = AsPackedData(generated, Distribution::kNormal);
   const Geometry& g = c.geometry;
-  std::vector<int64_t> nonempty;
-  for (size_t s = 0; s < g.seq_lens.size(); ++s) {
-    if (g.seq_lens[s] > 0) nonempty.push_back(static_cast<int64_t>(s));
-  }
+  const std::vector<int64_t> nonempty = NonEmptySequences(g);
   if (g.seq_lens.size() < 2 || nonempty.empty()) return "";
   const int64_t target = *rc::gen::elementOf(nonempty);
   const std::vector<int64_t> offsets = OffsetsOf(g.seq_lens);
@@ -296,11 +293,7 @@ std::string CheckSequenceAlone(const Backend& backend, const Case& generated, Pr
   }
   absl::StatusOr<KernelCall> a =
       RunGroundTruth(backend, qkv.q, qkv.k, qkv.v, g.seq_lens, g.scale());
-  if (absl::IsUnimplemented(a.status()) || absl::IsUnavailable(a.status())) {
-    ++run->unsupported;
-    return "";
-  }
-  if (!a.ok()) return std::string(a.status().message());
+  if (!a.ok()) return FailureOf(a.status(), run);
   absl::StatusOr<KernelCall> b =
       RunGroundTruth(backend, alone[0], alone[1], alone[2], {length}, g.scale());
   if (!b.ok()) return std::string(b.status().message());

@@ -56,14 +56,7 @@ class FlashMutantBackend final : public Backend {
   FlashMutantBackend(const BugInfo& info) : info_(info), name_(absl::StrCat("flash_", info.name)) {}
   absl::string_view name() const override { return name_; }
   absl::string_view description() const override { return info_.bug_class; }
-  BackendCapabilities capabilities() const override {
-    return {.input_dtypes = {DType::kFloat32, DType::kFloat16, DType::kBFloat16},
-            .max_head_dim = 512,
-            .grouped_query_attention = true,
-            .distinct_value_head_dim = true,
-            .strided_inputs = true,
-            .device = "cpu"};
-  }
+  BackendCapabilities capabilities() const override { return FlashCapabilities(); }
   absl::Status Run(const VarlenAttentionParams& params) const override {
     FlashAttention(params, 0, info_.bug);
     return absl::OkStatus();

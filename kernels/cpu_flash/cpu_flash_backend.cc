@@ -15,14 +15,7 @@ class CpuFlashBackend final : public Backend {
     return "FlashAttention-2 on the CPU: 64x64 tiles, online softmax in float32, P rounded to "
            "the input dtype before P*V, all cores";
   }
-  BackendCapabilities capabilities() const override {
-    return {.input_dtypes = {DType::kFloat32, DType::kFloat16, DType::kBFloat16},
-            .max_head_dim = 512,
-            .grouped_query_attention = true,
-            .distinct_value_head_dim = true,
-            .strided_inputs = true,
-            .device = "cpu"};
-  }
+  BackendCapabilities capabilities() const override { return FlashCapabilities(); }
   absl::Status Run(const VarlenAttentionParams& params) const override {
     FlashAttention(params);
     return absl::OkStatus();

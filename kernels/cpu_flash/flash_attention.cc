@@ -211,6 +211,15 @@ void RunAll(const VarlenAttentionParams& p, const std::vector<WorkItem>& items, 
 
 }  // namespace
 
+BackendCapabilities FlashCapabilities() {
+  return {.input_dtypes = {DType::kFloat32, DType::kFloat16, DType::kBFloat16},
+          .max_head_dim = 512,
+          .grouped_query_attention = true,
+          .distinct_value_head_dim = true,
+          .strided_inputs = true,
+          .device = "cpu"};
+}
+
 void FlashAttention(const VarlenAttentionParams& params, int threads, FlashBug bug) {
   std::vector<WorkItem> items;
   const int batch = bug == FlashBug::kDropsLastSequence ? params.batch - 1 : params.batch;

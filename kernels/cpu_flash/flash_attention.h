@@ -15,6 +15,7 @@
 #ifndef VARLEN_KERNELS_CPU_FLASH_FLASH_ATTENTION_H_
 #define VARLEN_KERNELS_CPU_FLASH_FLASH_ATTENTION_H_
 
+#include "varlen/backend/backend.h"
 #include "varlen/backend/params.h"
 
 namespace varlen {
@@ -54,6 +55,11 @@ enum class FlashBug {
   kExp2WithoutLog2e,             // exp2(s - m) without the log2(e) factor
   kNanToZero,                    // NaN outputs replaced by 0 in the epilogue
 };
+
+// What the kernel runs: float32, float16 and bfloat16 inputs, head dims up
+// to 512, GQA, a distinct value head dim, strided inputs. The cpu_flash
+// backend and its mutants declare it.
+BackendCapabilities FlashCapabilities();
 
 // REQUIRES: CheckKernelBounds(params).ok(); input dtype float32, float16 or
 // bfloat16; output dtype any floating dtype. `threads` <= 0 uses every

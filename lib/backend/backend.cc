@@ -48,6 +48,15 @@ absl::Status Backend::Supports(const VarlenAttentionParams& params) const {
   return absl::OkStatus();
 }
 
+absl::Status RunSupported(const Backend& backend, const VarlenAttentionParams& params) {
+  const absl::Status ran = backend.Run(params);
+  if (absl::IsUnimplemented(ran)) {
+    return absl::InternalError(
+        absl::StrCat("Supports() accepted the call, then Run() answered: ", ran.message()));
+  }
+  return ran;
+}
+
 absl::Status SupportsProfile(const Backend& backend, Profile profile) {
   const std::vector<Profile> profiles = backend.capabilities().profiles;
   if (profiles.empty() || std::find(profiles.begin(), profiles.end(), profile) != profiles.end()) {

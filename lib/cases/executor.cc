@@ -332,13 +332,7 @@ void CaseRunner::Execute(const Backend& backend, Outcome* outcome) {
   }
 
   PoisonOutput(kernel->output());
-  const absl::Status ran = backend.Run(params);
-  if (absl::IsUnimplemented(ran)) {
-    // It accepted the call in Supports(): refusing it now is a failure.
-    return raised(absl::InternalError(absl::StrCat(
-                      "Supports() accepted the call, then Run() answered: ", ran.message())),
-                  "backend");
-  }
+  const absl::Status ran = RunSupported(backend, params);
   if (!ran.ok()) return raised(ran, "backend");  // reported, never judged as numbers
   kernel->ApplyEpilogue();
   const Tensor output = kernel->PackedOutput();

@@ -72,6 +72,11 @@ class Backend {
   virtual absl::Status Run(const VarlenAttentionParams& params) const = 0;
 };
 
+// Runs `backend` on params it said it supports. An Unimplemented answer at
+// this point is a failure (Internal, naming what Run() said), never "not
+// supported": the backend already claimed the call.
+absl::Status RunSupported(const Backend& backend, const VarlenAttentionParams& params);
+
 // OK when `backend` consumes the kernel arguments of `profile`, else
 // Unimplemented naming the profiles it does.
 absl::Status SupportsProfile(const Backend& backend, Profile profile);
