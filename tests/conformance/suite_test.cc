@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "mutants.h"
@@ -167,8 +168,18 @@ TEST(CheckTest, ABrokenBackendGetsAFailureReportAPictureAndAShrunkCase) {
   EXPECT_EQ(progress.size(), 2u + 2u * PropertyNames().size());
 
   const std::string matrix = ReadFile(dir / "matrix.md");
-  EXPECT_THAT(matrix,
-              HasSubstr("| cpu_flash | 205 pass, 1 unsupported | pass | pass | pass | pass |"));
+  int flash_passed = 0, flash_unsupported = 0;
+  for (const CheckItem& item : report->items) {
+    if (item.backend != "cpu_flash" || item.kind != "corpus") continue;
+    flash_passed += item.status == CheckStatus::kPass;
+    flash_unsupported += item.status == CheckStatus::kUnsupported;
+  }
+  EXPECT_GT(flash_passed, 200);
+  EXPECT_GT(flash_unsupported, 0);  // the float64 cases
+  std::string flash_row =
+      absl::StrCat("| cpu_flash | ", flash_passed, " pass, ", flash_unsupported, " unsupported |");
+  for (size_t i = 0; i < PropertyNames().size(); ++i) flash_row += " pass |";
+  EXPECT_THAT(matrix, HasSubstr(flash_row + "\n"));
   EXPECT_THAT(matrix, HasSubstr("| flash_drops_last_sequence |"));
   EXPECT_THAT(matrix, HasSubstr("**FAIL**"));
   const std::string junit = ReadFile(dir / "junit.xml");
