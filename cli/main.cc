@@ -13,23 +13,33 @@
 //   varlen backends
 //       Lists the backends with their capabilities and availability.
 //   varlen check [--backends=A,B] [--tier=smoke|full|nightly] [--report=DIR] [--corpus=DIR]
+//                [--expectations=FILE]
 //       The main job: the regression corpus and the conformance suite's
 //       generated properties on every available backend (or those named),
-//       progress on stderr, then the backend x property matrix. With
+//       progress on stderr, then the backend x property matrix (an
+//       expectations manifest turns known failures into xfail). With
 //       --report, also DIR/junit.xml, DIR/matrix.md, an SVG picture of the
 //       error of each failing case and the shrunk case of each failing
 //       property. Exit status: 0 all passed, 1 a failure, 2 usage or invalid
 //       input.
 //   varlen mutants [--tier=smoke|full|nightly] [--anchors] [--only=TEXT]
-//       Runs the conformance suite's properties on every mutant of cpu_flash
-//       (and, with --anchors, the other projects' generators beside them),
-//       prints progress to stderr and a markdown table to stdout. Exit
-//       status: 0 when the suite killed every mutant, 1 when one survived.
+//       Runs the conformance suite (its properties, then the corpus) on every
+//       mutant of cpu_flash and of the resolvers (and, with --anchors, the
+//       other projects' generators beside them), prints progress to stderr
+//       and a markdown table to stdout. Exit status: 0 when the suite killed
+//       every mutant, 1 when one survived.
+//   varlen decode --target=NAME FILE
+//       Prints the case a fuzz target decodes from the bytes of FILE (a seed,
+//       a crash) as a case file for corpus/regressions/.
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <iterator>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,6 +58,9 @@
 #include "varlen/cases/report.h"
 #include "varlen/contract/sglang_version.h"
 #include "varlen/core/status.h"
+#ifdef VARLEN_HAVE_DECODER
+#include "case_decoder.h"
+#endif
 #ifdef VARLEN_HAVE_MUTANTS
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -69,6 +82,9 @@ ABSL_FLAG(std::string, backends, "", "check: comma-separated backends (default: 
 ABSL_FLAG(std::string, report, "",
           "check: the folder for junit.xml, matrix.md, pictures, failures");
 ABSL_FLAG(std::string, corpus, "", "check: the corpus to replay (default: this build's)");
+ABSL_FLAG(std::string, expectations, "",
+          "check: an expectations manifest of known gaps (default: $VARLEN_EXPECTATIONS)");
+ABSL_FLAG(std::string, target, "", "decode: the fuzz target whose decoder reads FILE");
 ABSL_FLAG(bool, anchors, false, "mutants: also run the other projects' generators");
 ABSL_FLAG(std::string, only, "", "mutants: only the mutants whose name contains this");
 
@@ -85,7 +101,9 @@ constexpr absl::string_view kUsage =
     "               [--save=DIR]\n"
     "  varlen backends\n"
     "  varlen check [--backends=A,B] [--tier=smoke|full|nightly] [--report=DIR] [--corpus=DIR]\n"
+    "               [--expectations=FILE]\n"
     "  varlen mutants [--tier=smoke|full|nightly] [--anchors] [--only=TEXT]\n"
+    "  varlen decode --target=NAME FILE\n"
     "\n"
     "repro exits 0 when every case meets its expectation, 1 when one does not,\n"
     "2 for an invalid case file or a usage error.";
@@ -98,10 +116,10 @@ int UsageError(absl::string_view message) {
 // absl exits with status 1 on an unknown flag; check first so usage errors
 // keep their own status.
 bool CheckFlagNames(int argc, char** argv, std::string* unknown) {
-  constexpr absl::string_view kKnown[] = {"backend",  "json",      "brief",  "nojson",  "nobrief",
-                                          "sglang",   "tier",      "save",   "anchors", "noanchors",
-                                          "only",     "backends",  "report", "corpus",  "help",
-                                          "helpfull", "helpshort", "version"};
+  constexpr absl::string_view kKnown[] = {
+      "backend", "json",     "brief",     "nojson",  "nobrief",      "sglang", "tier",
+      "save",    "anchors",  "noanchors", "only",    "backends",     "report", "corpus",
+      "help",    "helpfull", "helpshort", "version", "expectations", "target"};
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
     if (arg == "--") break;
@@ -139,7 +157,7 @@ int ListBackends() {
 // case the suite shrank on it replays here; mutants are never in "all".
 const Backend* FindMutant(absl::string_view name) {
 #ifdef VARLEN_HAVE_MUTANTS
-  static std::vector<Mutant>* const mutants = new std::vector<Mutant>(FlashMutants());
+  static std::vector<Mutant>* const mutants = new std::vector<Mutant>(AllMutants());
   for (const Mutant& mutant : *mutants) {
     if (mutant.name == name) return mutant.backend.get();
   }
@@ -329,6 +347,18 @@ int Check() {
   options.corpus_dir = absl::GetFlag(FLAGS_corpus);
   if (options.corpus_dir.empty()) options.corpus_dir = VARLEN_CORPUS_DIR;
   options.report_dir = absl::GetFlag(FLAGS_report);
+  std::string manifest = absl::GetFlag(FLAGS_expectations);
+  if (const char* env = std::getenv("VARLEN_EXPECTATIONS"); manifest.empty() && env != nullptr) {
+    manifest = env;
+  }
+  if (!manifest.empty()) {
+    absl::StatusOr<Expectations> loaded = LoadExpectations(manifest);
+    if (!loaded.ok()) {
+      std::cerr << "varlen: --expectations: " << loaded.status().message() << "\n";
+      return kExitInvalid;
+    }
+    options.expectations = std::make_shared<const Expectations>(*std::move(loaded));
+  }
   options.progress = [](const std::string& line) { std::cerr << line << "\n"; };
   absl::StatusOr<CheckReport> report = RunCheck(options);
   if (!report.ok()) {
@@ -374,6 +404,31 @@ int Mutants() {
 }
 #endif
 
+#ifdef VARLEN_HAVE_DECODER
+// Prints what a fuzz target decodes from `path`, as a case file.
+int Decode(const std::string& path) {
+  absl::StatusOr<DecodeLimits> limits = DecodeLimitsFor(absl::GetFlag(FLAGS_target));
+  if (!limits.ok()) return UsageError(limits.status().message());
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    std::cerr << "varlen: " << path << ": cannot open the file\n";
+    return kExitInvalid;
+  }
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  absl::StatusOr<Case> c =
+      DecodeCase({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}, *limits);
+  if (!c.ok()) {
+    std::cerr << "varlen: " << path << ": decodes to no valid case: " << c.status().message()
+              << "\n";
+    return kExitInvalid;
+  }
+  c->name = std::filesystem::path(path).stem().string();
+  c->source = absl::StrCat("fuzz target ", absl::GetFlag(FLAGS_target), ": ", c->name);
+  std::cout << WriteCase(*c);
+  return kExitOk;
+}
+#endif
+
 }  // namespace
 }  // namespace varlen
 
@@ -400,6 +455,12 @@ int main(int argc, char** argv) {
   if (command == "mutants") {
     if (!rest.empty()) return varlen::UsageError("mutants takes no arguments, only flags");
     return varlen::Mutants();
+  }
+#endif
+#ifdef VARLEN_HAVE_DECODER
+  if (command == "decode") {
+    if (rest.size() != 1) return varlen::UsageError("decode takes one input file");
+    return varlen::Decode(rest[0]);
   }
 #endif
   return varlen::UsageError(absl::StrCat("unknown command \"", command, "\""));

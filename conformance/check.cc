@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -16,6 +17,7 @@
 #include "varlen/cases/case_json.h"
 #include "varlen/cases/executor.h"
 #include "varlen/cases/report.h"
+#include "varlen/conformance/corpus_suite.h"
 #include "varlen/core/status.h"
 
 namespace varlen {
@@ -67,57 +69,112 @@ std::vector<const Backend*> ChooseBackends(const std::vector<std::string>& names
   return backends;
 }
 
+// The manifest when it applies to `backend`, else null.
+const Expectations* ExpectationsFor(const CheckOptions& options, absl::string_view backend) {
+  const Expectations* e = options.expectations.get();
+  if (e == nullptr || (!e->backend.empty() && e->backend != backend)) return nullptr;
+  return e;
+}
+
+// The manifest entry for `test` on `backend`, or null.
+const ExpectationEntry* EntryFor(const CheckOptions& options, absl::string_view backend,
+                                 const std::string& test, std::optional<DType> dtype) {
+  const Expectations* e = ExpectationsFor(options, backend);
+  return e == nullptr ? nullptr : FindExpectation(*e, test, dtype, Today());
+}
+
+// A skip entry: the item is not run.
+bool SkippedByExpectation(const ExpectationEntry* entry, CheckItem* item) {
+  if (entry == nullptr || entry->expect != Expect::kSkip) return false;
+  item->status = CheckStatus::kUnsupported;
+  item->message = absl::StrCat("skipped by the expectations manifest: ", DescribeEntry(*entry));
+  return true;
+}
+
+// Turns the pass or fail of `item` into what the manifest entry says of it.
+void ApplyExpectation(const CheckOptions& options, const ExpectationEntry* entry, CheckItem* item) {
+  if (entry == nullptr) return;
+  const std::string described = DescribeEntry(*entry);
+  const bool failed = item->status == CheckStatus::kFail;
+  if (failed && entry->expect != Expect::kSkip) {
+    item->status = CheckStatus::kXFail;
+    item->message = absl::StrCat(
+        entry->expect == Expect::kFlaky ? "failure tolerated (flaky): " : "expected failure: ",
+        described, "\n", item->message);
+  } else if (item->status == CheckStatus::kPass && entry->expect == Expect::kFail) {
+    const bool strict = options.expectations->strict;
+    item->status = strict ? CheckStatus::kFail : CheckStatus::kXPass;
+    item->message = absl::StrCat("XPASS: passed, but the expectations manifest says ", described,
+                                 strict ? "; remove the entry" : "");
+  }
+}
+
 void ReplayCorpus(const CheckOptions& options, const std::vector<const Backend*>& backends,
                   const std::vector<std::pair<std::string, Case>>& cases, CheckReport* report) {
-  struct Tally {
-    int passed = 0, failed = 0, unsupported = 0;
-    double seconds = 0;
-  };
-  std::map<std::string, Tally> tallies;
+  std::map<std::string, std::map<CheckStatus, int>> tallies;
+  std::map<std::string, double> seconds;
   for (const auto& [file, c] : cases) {
     CaseRunner runner(c);
     for (const Backend* backend : backends) {
-      const auto start = std::chrono::steady_clock::now();
-      const Outcome outcome = runner.Run(*backend);
       CheckItem item{std::string(backend->name()), "corpus", c.name};
-      item.seconds = SecondsSince(start);
-      Tally& tally = tallies[item.backend];
-      tally.seconds += item.seconds;
-      switch (outcome.verdict) {
-        case Verdict::kPass:
-          item.status = CheckStatus::kPass;
-          ++tally.passed;
-          break;
-        case Verdict::kUnsupported:
-          item.status = CheckStatus::kUnsupported;
-          item.message = std::string(outcome.unsupported.message());
-          ++tally.unsupported;
-          break;
-        case Verdict::kFail:
-          item.status = CheckStatus::kFail;
-          item.message = FormatOutcomeText(c, file, outcome);
-          item.picture = DrawPicture(options, item.backend, c.name, outcome);
-          ++tally.failed;
-          break;
+      const ExpectationEntry* entry =
+          EntryFor(options, item.backend, CorpusTestName(c.name), c.geometry.dtype);
+      if (!SkippedByExpectation(entry, &item)) {
+        const auto start = std::chrono::steady_clock::now();
+        const Outcome outcome = runner.Run(*backend);
+        item.seconds = SecondsSince(start);
+        switch (outcome.verdict) {
+          case Verdict::kPass:
+            item.status = CheckStatus::kPass;
+            break;
+          case Verdict::kUnsupported:
+            item.status = CheckStatus::kUnsupported;
+            item.message = std::string(outcome.unsupported.message());
+            break;
+          case Verdict::kFail:
+            item.status = CheckStatus::kFail;
+            item.message = FormatOutcomeText(c, file, outcome);
+            item.picture = DrawPicture(options, item.backend, c.name, outcome);
+            break;
+        }
+        ApplyExpectation(options, entry, &item);
       }
+      ++tallies[item.backend][item.status];
+      seconds[item.backend] += item.seconds;
       report->items.push_back(std::move(item));
     }
   }
   if (!options.progress) return;
   for (const Backend* backend : backends) {
-    const Tally& t = tallies[std::string(backend->name())];
-    options.progress(absl::StrFormat(
-        "[%s] corpus: %d cases, %d passed, %d failed, %d unsupported (%.1f s)", backend->name(),
-        cases.size(), t.passed, t.failed, t.unsupported, t.seconds));
+    const std::string name(backend->name());
+    std::string counts;
+    for (const auto& [status, count] : tallies[name]) {
+      absl::StrAppend(&counts, counts.empty() ? "" : ", ", count, " ", CheckStatusName(status));
+    }
+    options.progress(absl::StrFormat("[%s] corpus: %d cases, %s (%.1f s)", name, cases.size(),
+                                     counts, seconds[name]));
   }
 }
 
 void RunProperties(const CheckOptions& options, const Backend& backend, CheckReport* report) {
   for (const std::string& property : PropertyNames()) {
+    CheckItem item{std::string(backend.name()), "property", property};
+    const std::string test = absl::StrCat("Conformance.", property);
+    const ExpectationEntry* entry = EntryFor(options, item.backend, test, std::nullopt);
+    if (SkippedByExpectation(entry, &item)) {
+      if (options.progress) {
+        options.progress(absl::StrFormat("[%s] %s: skipped", backend.name(), property));
+      }
+      report->items.push_back(std::move(item));
+      continue;
+    }
     PropertyRunOptions run;
     run.budget = BudgetFor(property, options.tier);
+    if (const Expectations* e = ExpectationsFor(options, item.backend); e != nullptr) {
+      run.generator = GenForwardCase(
+          WithoutSkippedDTypes(backend.capabilities(), *e, test, Today()), run.budget.limits);
+    }
     const PropertyRunResult result = RunProperty(property, backend, run);
-    CheckItem item{std::string(backend.name()), "property", property};
     item.seconds = result.seconds;
     if (result.passed) {
       item.status = result.executed > 0 && result.unsupported == result.executed
@@ -142,13 +199,11 @@ void RunProperties(const CheckOptions& options, const Backend& backend, CheckRep
         item.picture = DrawPicture(options, item.backend, property, outcome);
       }
     }
+    ApplyExpectation(options, entry, &item);
     if (options.progress) {
       options.progress(
           absl::StrFormat("[%s] %s: %s, %d cases (%.1f s)%s", backend.name(), property,
-                          item.status == CheckStatus::kPass   ? "pass"
-                          : item.status == CheckStatus::kFail ? "FAIL"
-                                                              : "unsupported",
-                          result.executed, result.seconds,
+                          CheckStatusName(item.status), result.executed, result.seconds,
                           item.shrunk.empty() ? "" : absl::StrCat(", shrunk case ", item.shrunk)));
     }
     report->items.push_back(std::move(item));
@@ -175,6 +230,22 @@ std::string CellColor(double ratio) {
 }
 
 }  // namespace
+
+absl::string_view CheckStatusName(CheckStatus status) {
+  switch (status) {
+    case CheckStatus::kPass:
+      return "pass";
+    case CheckStatus::kFail:
+      return "FAIL";
+    case CheckStatus::kUnsupported:
+      return "unsupported";
+    case CheckStatus::kXFail:
+      return "xfail";
+    case CheckStatus::kXPass:
+      return "xpass";
+  }
+  return "?";
+}
 
 bool CheckReport::passed() const {
   return std::none_of(items.begin(), items.end(),
@@ -225,9 +296,14 @@ std::string CheckJUnitXml(const CheckReport& report) {
         absl::StrAppend(&cases, "/>\n");
         continue;
       }
+      if (item.status == CheckStatus::kXPass) {  // passed; the note says what to do
+        absl::StrAppend(&cases, ">\n      <system-out>", XmlEscape(item.message),
+                        "</system-out>\n    </testcase>\n");
+        continue;
+      }
       const bool fail = item.status == CheckStatus::kFail;
       failed += fail;
-      unsupported += !fail;
+      unsupported += !fail;  // unsupported, skipped and expected failures
       const std::string first_line = item.message.substr(0, item.message.find('\n'));
       absl::StrAppend(&cases, ">\n      <", fail ? "failure" : "skipped", " message=\"",
                       XmlEscape(first_line), "\">", XmlEscape(item.message), "</",
@@ -253,23 +329,25 @@ std::string CheckMatrixMarkdown(const CheckReport& report) {
   }
   absl::StrAppend(&out, "\n", rule, "\n");
   for (const std::string& backend : report.backends) {
-    int passed = 0, failed = 0, unsupported = 0;
+    std::map<CheckStatus, int> corpus;
     std::map<std::string, std::string> cells;
     for (const CheckItem& item : report.items) {
       if (item.backend != backend) continue;
       if (item.kind == "corpus") {
-        passed += item.status == CheckStatus::kPass;
-        failed += item.status == CheckStatus::kFail;
-        unsupported += item.status == CheckStatus::kUnsupported;
+        ++corpus[item.status];
       } else {
-        cells[item.name] = item.status == CheckStatus::kPass   ? "pass"
-                           : item.status == CheckStatus::kFail ? "**FAIL**"
-                                                               : "unsupported";
+        cells[item.name] = item.status == CheckStatus::kFail
+                               ? "**FAIL**"
+                               : std::string(CheckStatusName(item.status));
       }
     }
-    absl::StrAppend(&out, "| ", backend, " | ", passed, " pass", failed > 0 ? ", " : "",
-                    failed > 0 ? absl::StrCat("**", failed, " FAIL**") : "",
-                    unsupported > 0 ? absl::StrCat(", ", unsupported, " unsupported") : "", " |");
+    std::string counts;
+    for (const auto& [status, count] : corpus) {
+      const std::string cell = absl::StrCat(count, " ", CheckStatusName(status));
+      absl::StrAppend(&counts, counts.empty() ? "" : ", ",
+                      status == CheckStatus::kFail ? absl::StrCat("**", cell, "**") : cell);
+    }
+    absl::StrAppend(&out, "| ", backend, " | ", counts, " |");
     for (const std::string& property : report.properties) {
       absl::StrAppend(&out, " ", cells.count(property) ? cells[property] : "-", " |");
     }

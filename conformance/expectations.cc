@@ -196,4 +196,13 @@ std::string DescribeEntry(const ExpectationEntry& entry) {
   return text;
 }
 
+BackendCapabilities WithoutSkippedDTypes(BackendCapabilities caps, const Expectations& expectations,
+                                         absl::string_view test, absl::CivilDay today) {
+  std::erase_if(caps.input_dtypes, [&](DType dtype) {
+    const ExpectationEntry* e = FindExpectation(expectations, test, dtype, today);
+    return e != nullptr && e->dtype.has_value() && e->expect == Expect::kSkip;
+  });
+  return caps;
+}
+
 }  // namespace varlen

@@ -29,6 +29,20 @@ struct Property {
   bool case_replays;
 };
 
+// The checks, one per property (numeric_properties.cc, call_properties.cc,
+// metamorphic_properties.cc).
+std::string CheckNumerics(const Backend&, const Case&, PropertyRun*);
+std::string CheckSystematicError(const Backend&, const Case&, PropertyRun*);
+std::string CheckArgumentForms(const Backend&, const Case&, PropertyRun*);
+std::string CheckGraphSafety(const Backend&, const Case&, PropertyRun*);
+std::string CheckNoSilentCorruption(const Backend&, const Case&, PropertyRun*);
+std::string CheckPoisonedNeighbours(const Backend&, const Case&, PropertyRun*);
+std::string CheckSequencePermutation(const Backend&, const Case&, PropertyRun*);
+std::string CheckSequenceAlone(const Backend&, const Case&, PropertyRun*);
+std::string CheckSplitJoin(const Backend&, const Case&, PropertyRun*);
+std::string CheckLogitShift(const Backend&, const Case&, PropertyRun*);
+std::string CheckGqaRepeatedKv(const Backend&, const Case&, PropertyRun*);
+
 // In the order conformance/suite.h lists them.
 absl::Span<const Property> Properties();
 const Property* FindProperty(absl::string_view name);

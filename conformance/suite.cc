@@ -109,12 +109,9 @@ class PropertyTest : public testing::Test {
     run_options.budget = BudgetFor(property_.name, options_.tier);
     if (expectations != nullptr) {
       // Skip entries with a dtype take that dtype out of the generated cases.
-      BackendCapabilities caps = backend_->capabilities();
-      std::erase_if(caps.input_dtypes, [&](DType dtype) {
-        const ExpectationEntry* e = FindExpectation(*expectations, test, dtype, Today());
-        return e != nullptr && e->dtype.has_value() && e->expect == Expect::kSkip;
-      });
-      run_options.generator = GenForwardCase(caps, run_options.budget.limits);
+      run_options.generator = GenForwardCase(
+          WithoutSkippedDTypes(backend_->capabilities(), *expectations, test, Today()),
+          run_options.budget.limits);
     }
     const PropertyRunResult result = RunProperty(property_.name, *backend_, run_options);
     std::cout << absl::StrFormat("[ varlen   ] %s on %s: %d cases in %.1f s (tier %s, %s)",

@@ -6,6 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "flash_attention.h"
+#include "varlen/cases/case_json.h"
+#include "varlen/cases/executor.h"
 
 namespace varlen {
 namespace {
@@ -93,6 +95,12 @@ std::vector<Mutant> FlashMutants() {
   return mutants;
 }
 
+std::vector<Mutant> AllMutants() {
+  std::vector<Mutant> mutants = FlashMutants();
+  for (Mutant& m : ResolverMutants()) mutants.push_back(std::move(m));
+  return mutants;
+}
+
 std::vector<AnchorStrategy> AnchorStrategies(const ForwardLimits& limits) {
   std::vector<AnchorStrategy> anchors;
   anchors.push_back(
@@ -149,11 +157,32 @@ std::vector<AnchorStrategy> AnchorStrategies(const ForwardLimits& limits) {
   return anchors;
 }
 
+// The first corpus case that fails on `backend`, or an empty kill.
+Kill FirstCorpusFailure(const Backend& backend) {
+  const auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<std::vector<std::string>> files = ListCaseFiles({VARLEN_CORPUS_DIR});
+  int64_t executions = 0;
+  for (const std::string& file : files.ok() ? *files : std::vector<std::string>()) {
+    absl::StatusOr<Case> c = LoadCaseFile(file);
+    if (!c.ok()) continue;
+    ++executions;
+    if (RunCase(*c, backend).verdict == Verdict::kFail) {
+      const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
+      return {absl::StrCat("Corpus: ", c->name), executions, seconds.count()};
+    }
+  }
+  return {};
+}
+
 std::vector<MutantRow> AnalyzeMutants(const MutationOptions& options) {
   // The cheap comparisons first: a kill there costs least.
-  const std::vector<std::string> order = {"PoisonedNeighbours", "SequencePermutation",
-                                          "SequenceAlone", "SystematicError", "Numerics"};
-  std::vector<Mutant> mutants = FlashMutants();
+  std::vector<std::string> order = {
+      "PoisonedNeighbours", "SequencePermutation", "SequenceAlone",   "SplitJoin",
+      "GqaRepeatedKv",      "LogitShift",          "SystematicError", "Numerics"};
+  for (const std::string& property : PropertyNames()) {
+    if (std::find(order.begin(), order.end(), property) == order.end()) order.push_back(property);
+  }
+  std::vector<Mutant> mutants = AllMutants();
   std::erase_if(mutants, [&](const Mutant& m) {
     return !options.only.empty() && m.name.find(options.only) == std::string::npos;
   });
@@ -176,6 +205,10 @@ std::vector<MutantRow> AnalyzeMutants(const MutationOptions& options) {
       }
       spent += result.seconds;
       executions += result.executed;
+    }
+    if (row.suite.by.empty()) {
+      const Kill corpus = FirstCorpusFailure(*mutant.backend);
+      row.suite = {corpus.by, executions + corpus.executions, spent + corpus.seconds};
     }
     if (row.suite.by.empty()) row.suite = {"", executions, spent};
     for (const AnchorStrategy& anchor : anchors) {

@@ -2,9 +2,11 @@
 // generators that mimic how other projects test attention (anchors), run
 // through the suite's properties to see what each one kills.
 //
-// Every mutant is the cpu_flash kernel with one realistic bug switched on
-// (FlashBug). A mutant is killed when a property fails on it; AnalyzeMutants
-// records which property, after how many executions and seconds.
+// A kernel mutant is the cpu_flash kernel with one realistic bug switched
+// on (FlashBug); a resolver mutant is the correct kernel behind argument
+// handling with one realistic bug (Backend::ResolveCall). A mutant is killed
+// when a property, or else a corpus case, fails on it; AnalyzeMutants
+// records which, after how many executions and seconds.
 
 #ifndef VARLEN_CONFORMANCE_MUTANTS_MUTANTS_H_
 #define VARLEN_CONFORMANCE_MUTANTS_MUTANTS_H_
@@ -25,8 +27,12 @@ struct Mutant {
   std::unique_ptr<Backend> backend;
 };
 
-// One mutant per FlashBug other than kNone.
+// One mutant per FlashBug other than kNone ("flash_<bug>").
 std::vector<Mutant> FlashMutants();
+// The argument-handling mutants ("resolver_<bug>", resolver_mutants.cc).
+std::vector<Mutant> ResolverMutants();
+// Both, kernel mutants first.
+std::vector<Mutant> AllMutants();
 
 // A way another project generates its test inputs, for the same Numerics
 // judgement: FlashAttention's lengths near the max, FlashInfer's uniform
@@ -40,7 +46,7 @@ struct AnchorStrategy {
 std::vector<AnchorStrategy> AnchorStrategies(const ForwardLimits& limits);
 
 struct Kill {
-  std::string by;  // a property, or "" when it survived
+  std::string by;  // a property, "Corpus: <case>", or "" when it survived
   int64_t executions = 0;
   double seconds = 0;
 };
@@ -48,7 +54,7 @@ struct Kill {
 struct MutantRow {
   std::string mutant;
   std::string bug_class;
-  Kill suite;                 // the first property that kills it, in the suite's order
+  Kill suite;                 // the first property (then corpus case) that kills it
   std::vector<Kill> anchors;  // per AnchorStrategies(), when requested
 };
 

@@ -286,7 +286,7 @@ void CaseRunner::Execute(const Backend& backend, Outcome* outcome) {
     call.forward_metadata = *std::move(metadata);
   }
 
-  outcome->resolution = Resolve(call, case_.call.profile, case_.mode);
+  outcome->resolution = backend.ResolveCall(call, case_.call.profile, case_.mode);
   if (!outcome->resolution->status.ok()) return raised(outcome->resolution->status, "resolution");
   if (!forward_) {
     outcome->resolution_only_reason =

@@ -398,7 +398,8 @@ absl::Status CheckUnusedBoundariesAgree(const ResolveContext& ctx,
       if (!value.as_cache()->data.has_value()) continue;
       value = Value::FromTensor(*value.as_cache()->data);
     } else if (value.kind() == Value::Kind::kList && !value.as_list().empty()) {
-      value = value.as_list().front();
+      Value first = value.as_list().front();  // a copy: assigning an element of value to
+      value = std::move(first);               // value itself would free it mid-copy
       absl::StrAppend(&source.name, "[0]");
     }
     if (value.is_none()) continue;

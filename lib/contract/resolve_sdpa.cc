@@ -271,6 +271,12 @@ absl::StatusOr<SdpaArgs> ResolveHardened(const ResolveContext& ctx) {
                                     " with flatten_batch: the block-diagonal mask covers one "
                                     "packed item, so bsz must be 1"));
   }
+  if (call.sdpa.softmax_in_single_precision && call.q.dtype() == DType::kFloat64) {
+    return PythonError(PyErrorKind::kValueError,
+                       "softmax_in_single_precision with float64 q: the additive mask is built "
+                       "in float32, where finfo(float64).min is -inf, so every output row is NaN; "
+                       "turn it off for float64 inputs");
+  }
   SdpaArgs args;
   args.bsz = call.bsz;
   args.tokens_per_item = tokens / call.bsz;

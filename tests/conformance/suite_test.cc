@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 
@@ -93,6 +95,33 @@ TEST(SuiteTest, TheStatisticalCheckSeesABiasInsideTheElementwiseBound) {
       RunProperty("SystematicError", truncating, Smoke("SystematicError"));
   ASSERT_FALSE(result.passed);
   EXPECT_THAT(result.why, HasSubstr("more bias (rounding mode?)"));
+}
+
+// Each property sees the bug it is there for, with the message naming it.
+TEST(SuiteTest, EachPropertyKillsTheBugItTargets) {
+  const std::vector<Mutant> mutants = AllMutants();
+  const struct {
+    const char* property;
+    const char* mutant;
+    const char* says;
+  } kTargets[] = {
+      {"LogitShift", "flash_no_max_subtraction", "shifted by about"},
+      {"GqaRepeatedKv", "flash_gqa_head_modulo", "query head h must read KV head h / "},
+      {"SplitJoin", "flash_drops_last_sequence", "launched as a batch of their own"},
+      {"ArgumentForms", "resolver_int64_offsets_as_int32", "cu_seqlens int64"},
+      {"ArgumentForms", "resolver_max_from_first_sequence", "max_seqlen None"},
+      {"GraphSafety", "resolver_syncs_on_prepared_metadata", "cannot be captured in a CUDA graph"},
+      {"NoSilentCorruption", "resolver_hardened_checks_nothing",
+       "hardened mode let a corrupted call through"},
+  };
+  for (const auto& target : kTargets) {
+    PropertyRunOptions options = Smoke(target.property);
+    options.shrink = false;
+    const PropertyRunResult result =
+        RunProperty(target.property, MutantNamed(mutants, target.mutant), options);
+    EXPECT_FALSE(result.passed) << target.property << " on " << target.mutant;
+    EXPECT_THAT(result.why, HasSubstr(target.says)) << target.property << " on " << target.mutant;
+  }
 }
 
 TEST(SuiteTest, TiersGrow) {
@@ -202,6 +231,59 @@ TEST(CheckTest, ABrokenBackendGetsAFailureReportAPictureAndAShrunkCase) {
   }
   EXPECT_TRUE(shrunk);
   EXPECT_TRUE(picture);
+}
+
+TEST(CheckTest, AnExpectationsManifestMarksKnownFailuresAndUnexpectedPasses) {
+  if (FindBackend("flash_drops_last_sequence") == nullptr) {
+    for (Mutant& m : FlashMutants()) {
+      if (m.name == "flash_drops_last_sequence") {
+        ASSERT_TRUE(RegisterBackend(std::move(m.backend)).ok());
+      }
+    }
+  }
+  absl::StatusOr<Expectations> manifest = ParseExpectations(R"({
+    "backend": "flash_drops_last_sequence", "strict": true,
+    "entries": [
+      {"test": "Conformance.Numerics", "expect": "fail", "reason": "drops the last sequence"},
+      {"test": "Conformance.SequencePermutation", "expect": "flaky", "reason": "r"},
+      {"test": "Conformance.GqaRepeatedKv", "expect": "fail", "reason": "fixed since"},
+      {"test": "Conformance.LogitShift", "expect": "skip", "reason": "r"}
+    ]})",
+                                                            "m.json");
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  CheckOptions options;
+  options.backends = {"flash_drops_last_sequence"};
+  options.expectations = std::make_shared<const Expectations>(*manifest);
+  absl::StatusOr<CheckReport> report = RunCheck(options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  std::map<std::string, const CheckItem*> items;
+  for (const CheckItem& item : report->items) items[item.name] = &item;
+  EXPECT_EQ(items["Numerics"]->status, CheckStatus::kXFail);
+  EXPECT_THAT(items["Numerics"]->message, HasSubstr("expected failure: fail: drops the last"));
+  EXPECT_EQ(items["SequencePermutation"]->status, CheckStatus::kXFail);
+  EXPECT_THAT(items["SequencePermutation"]->message, HasSubstr("failure tolerated (flaky)"));
+  EXPECT_EQ(items["GqaRepeatedKv"]->status, CheckStatus::kFail) << "XPASS in a strict manifest";
+  EXPECT_THAT(items["GqaRepeatedKv"]->message,
+              HasSubstr("XPASS: passed, but the expectations manifest says fail: fixed since; "
+                        "remove the entry"));
+  EXPECT_EQ(items["LogitShift"]->status, CheckStatus::kUnsupported);
+  EXPECT_THAT(items["LogitShift"]->message, HasSubstr("skipped by the expectations manifest"));
+  const std::string matrix = CheckMatrixMarkdown(*report);
+  EXPECT_THAT(matrix, HasSubstr(" xfail |"));
+  EXPECT_THAT(matrix, HasSubstr(" unsupported |"));
+
+  // Not strict: the unexpected pass is reported, not failed.
+  Expectations lenient = *manifest;
+  lenient.strict = false;
+  options.expectations = std::make_shared<const Expectations>(lenient);
+  report = RunCheck(options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  for (const CheckItem& item : report->items) {
+    if (item.name == "GqaRepeatedKv") {
+      EXPECT_EQ(item.status, CheckStatus::kXPass);
+    }
+  }
+  EXPECT_THAT(CheckMatrixMarkdown(*report), HasSubstr(" xpass |"));
 }
 
 TEST(CheckTest, ThePictureMarksBadBlocks) {

@@ -8,7 +8,7 @@
 //   DIR/junit.xml        one testsuite per backend, one testcase per corpus
 //                        case and per property
 //   DIR/matrix.md        backend x (corpus, each property): pass, fail,
-//                        unsupported
+//                        unsupported, xfail, xpass
 //   DIR/pictures/*.svg   for each failing case with numbers, its largest
 //                        error per sequence x head, in units of the bound
 //   DIR/failures/*.json  the shrunk case of each failing property
@@ -23,11 +23,13 @@
 #define VARLEN_CONFORMANCE_CHECK_H_
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "varlen/cases/numerics.h"
+#include "varlen/conformance/expectations.h"
 #include "varlen/conformance/suite.h"
 
 namespace varlen {
@@ -37,12 +39,24 @@ struct CheckOptions {
   std::string corpus_dir;             // empty: no corpus replay
   Tier tier = Tier::kSmoke;
   std::string report_dir;  // empty: no files
+  // Known gaps (expectations.h), matched by the suite's test names
+  // (Corpus.<case>, Conformance.<property>); null: none. A failure it
+  // expects is XFAIL; an unexpected pass is XPASS, a failure when strict.
+  std::shared_ptr<const Expectations> expectations;
   // One line per finished step (a backend's corpus, a property), for a
   // terminal.
   std::function<void(const std::string& line)> progress;
 };
 
-enum class CheckStatus { kPass, kFail, kUnsupported };
+enum class CheckStatus {
+  kPass,
+  kFail,
+  kUnsupported,  // or skipped by an expectation
+  kXFail,        // failed as the expectations manifest says (or a tolerated flaky failure)
+  kXPass,        // passed although expected to fail (a failure in a strict manifest)
+};
+
+absl::string_view CheckStatusName(CheckStatus status);  // "pass", "FAIL", ..., "xpass"
 
 struct CheckItem {
   std::string backend;
@@ -50,7 +64,7 @@ struct CheckItem {
   std::string name;  // the case's name or the property's
   CheckStatus status = CheckStatus::kPass;
   double seconds = 0;
-  std::string message = {};  // the full report of a failure, or why unsupported
+  std::string message = {};  // the full report of a failure, why unsupported, the expectation
   std::string picture = {};  // path of its error picture, when one was drawn
   std::string shrunk = {};   // path of the shrunk case of a failing property
 };

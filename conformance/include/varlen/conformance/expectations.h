@@ -37,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/civil_time.h"
+#include "varlen/backend/backend.h"
 #include "varlen/core/dtype.h"
 
 namespace varlen {
@@ -78,6 +79,11 @@ const ExpectationEntry* FindExpectation(const Expectations& expectations, absl::
 std::vector<std::string> ManifestProblems(const Expectations& expectations,
                                           const std::vector<std::string>& tests,
                                           absl::CivilDay today);
+
+// `caps` without the dtypes that a skip entry for `test` names, so that a
+// property's generated cases avoid them.
+BackendCapabilities WithoutSkippedDTypes(BackendCapabilities caps, const Expectations& expectations,
+                                         absl::string_view test, absl::CivilDay today);
 
 // "skip: no float64 kernels (https://...), until 2027-03-01"
 std::string DescribeEntry(const ExpectationEntry& entry);

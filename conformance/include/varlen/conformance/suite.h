@@ -14,12 +14,31 @@
 //                     elementwise bound (rounding toward zero, low-precision
 //                     accumulation): signed error and RMS error in units of
 //                     the output dtype's ulp, against a same-precision kernel
+//   ArgumentForms     liveness and equivalence: every well-formed spelling
+//                     of one call (max_seqlen as int, host or device tensor
+//                     or None; cu_seqlens int32 or int64, host or device;
+//                     prepared metadata or keywords; direct or through the
+//                     layer) passes in both modes, with the same kernel
+//                     arguments and the same output bits
+//   GraphSafety       resolution from prepared metadata makes no host sync
+//                     and no host-to-device copy (CUDA-graph capture)
+//   NoSilentCorruption a correct call with one corrupted argument, in
+//                     hardened mode, raises or still matches float64
 //   PoisonedNeighbours a sequence's output does not change by a bit when its
 //                     neighbours and the tail beyond the last offset are NaN
 //   SequencePermutation each sequence's output does not change by a bit when
 //                     the sequences are packed in another order
 //   SequenceAlone     a sequence launched alone gives the bits of its slice
 //                     of the packed batch
+//   SplitJoin         the batch split in two launches gives the bits of the
+//                     joined launch
+//   LogitShift        every logit of a row moved by up to +-1e4 changes the
+//                     output by no more than rounding
+//   GqaRepeatedKv     grouped-query attention gives the bits of the same
+//                     attention with each KV head repeated
+//
+// The call properties run the backend's own argument handling
+// (Backend::ResolveCall); fidelity to SGLang is the corpus replay's.
 //
 // In a backend's own test binary (link varlen::conformance):
 //

@@ -25,6 +25,7 @@
 #include "absl/strings/string_view.h"
 #include "varlen/backend/params.h"
 #include "varlen/contract/call.h"
+#include "varlen/contract/resolve.h"
 #include "varlen/core/dtype.h"
 
 namespace varlen {
@@ -67,6 +68,13 @@ class Backend {
   // profile, which SupportsProfile checks).
   virtual absl::Status Supports(const VarlenAttentionParams& params) const;
 
+  // Turns a caller's arguments into this backend's kernel arguments. SGLang's
+  // vision backends each resolve their own; the default is the contract's
+  // Resolve(). A backend that brings its own argument handling overrides it,
+  // and the suite checks that handling as it checks the kernel.
+  virtual Resolution ResolveCall(const AttentionCall& call, Profile profile, Mode mode) const {
+    return Resolve(call, profile, mode);
+  }
   // Computes the attention described by `params` into params.o.
   // REQUIRES: Supports(params).ok() and CheckKernelBounds(params).ok().
   virtual absl::Status Run(const VarlenAttentionParams& params) const = 0;

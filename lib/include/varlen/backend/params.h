@@ -70,10 +70,18 @@ struct SequenceView {
   int64_t keys;                                    // keys attended to
 };
 
+// A tensor the sequence does not touch (q and o without rows, k and v
+// without keys) gets offset 0: the bounds check never validated its offset,
+// so no kernel may compute an address from it.
 inline SequenceView SequenceAt(const VarlenAttentionParams& p, int b) {
   const int64_t rows = std::max<int64_t>(0, std::min(p.seqlen_q[b], p.max_rows_q));
   const int64_t keys = std::max<int64_t>(0, std::min(p.seqlen_k[b], p.max_keys));
-  return {p.q_start[b], p.k_start[b], p.v_start[b], p.o_start[b], rows, keys};
+  return {rows > 0 ? p.q_start[b] : 0,
+          keys > 0 ? p.k_start[b] : 0,
+          keys > 0 ? p.v_start[b] : 0,
+          rows > 0 ? p.o_start[b] : 0,
+          rows,
+          keys};
 }
 
 // The KV head that query head `h` reads under GQA.

@@ -1,0 +1,259 @@
+// The properties of the whole call, contract included: every well-formed
+// way of passing one geometry gives the same kernel arguments and the same
+// bits in both modes (ArgumentForms), prepared metadata resolves without a
+// host sync (GraphSafety), and hardened mode lets no corrupted argument
+// through to a wrong output (NoSilentCorruption). They run through the
+// executor, with the backend's own resolution (Backend::ResolveCall).
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "properties.h"
+#include "property_support.h"
+#include "varlen/cases/case_json.h"
+#include "varlen/cases/executor.h"
+#include "varlen/cases/report.h"
+#include "varlen/conformance/generators.h"
+
+namespace varlen::internal {
+namespace {
+
+// One way of passing a case's arguments, and what it is in words.
+struct CallForm {
+  std::string label;
+  CallSpec call;
+};
+
+int64_t Longest(const Geometry& g) {
+  return g.seq_lens.empty() ? 0 : *std::max_element(g.seq_lens.begin(), g.seq_lens.end());
+}
+
+void SetKwarg(CallSpec* call, const std::string& key, ArgLiteral value) {
+  std::erase_if(call->kwargs, [&](const auto& item) { return item.first == key; });
+  call->kwargs.emplace_back(key, std::move(value));
+}
+
+// Every well-formed spelling of c's arguments in c's calling convention that
+// the contract resolves to the same kernel arguments: the forms of
+// max_seqlen and cu_seqlens that resolve_precomputed_max_seqlen and the
+// casts accept, prepared metadata against keyword arguments, and both
+// entries.
+std::vector<CallForm> WellFormedForms(const Case& c) {
+  const Geometry& g = c.geometry;
+  const Profile profile = c.call.profile;
+  const std::vector<int64_t> offsets = OffsetsOf(g.seq_lens);
+  const int64_t longest = Longest(g);
+  std::vector<CallForm> forms;
+  auto add = [&](std::string label, bool prepared, Entry entry, auto&& edit) {
+    if (entry == Entry::kLayer && g.total_tokens() == 0) return;  // the layer reshapes q
+    Case form = c;
+    SetCorrectCall(&form, profile, prepared, entry);
+    edit(&form.call);
+    forms.push_back(
+        {absl::StrCat(label, entry == Entry::kLayer ? ", through the layer" : ""), form.call});
+  };
+  auto as_is = [](CallSpec*) {};
+  for (const Entry entry : {Entry::kDirect, Entry::kLayer}) {
+    add("the default spelling", /*prepared=*/false, entry, as_is);
+    if (profile == Profile::kSdpa) {
+      add("cu_seqlens int64 on the host", false, entry, [&](CallSpec* call) {
+        call->cu_seqlens = ArgLiteral::IntTensor(offsets, DType::kInt64, Device::kCpu);
+      });
+      continue;
+    }
+    if (profile == Profile::kFlashinferCudnn) continue;  // builder metadata is its one input
+    add("prepared metadata", /*prepared=*/true, entry, as_is);
+    add("prepared metadata with max_seqlen", true, entry,
+        [&](CallSpec* call) { call->forward_metadata->max_seqlen = ArgLiteral::Int(longest); });
+    add("max_seqlen as a host int64 tensor", false, entry, [&](CallSpec* call) {
+      SetKwarg(call, "max_seqlen", ArgLiteral::IntTensor({longest}, DType::kInt64, Device::kCpu));
+    });
+    add("max_seqlen as a device int32 tensor", false, entry, [&](CallSpec* call) {
+      SetKwarg(call, "max_seqlen", ArgLiteral::IntTensor({longest}, DType::kInt32, Device::kCuda));
+    });
+    if (g.total_tokens() > 0) {  // the maximum of cu_seqlens=[0] is an error
+      add("max_seqlen None", false, entry,
+          [&](CallSpec* call) { SetKwarg(call, "max_seqlen", ArgLiteral::None()); });
+    }
+    if (profile == Profile::kFa3) {  // triton_attn passes cu_seqlens on as given
+      add("cu_seqlens int64", false, entry, [&](CallSpec* call) {
+        call->cu_seqlens = ArgLiteral::IntTensor(offsets, DType::kInt64, Device::kCuda);
+      });
+      add("cu_seqlens on the host", false, entry, [&](CallSpec* call) {
+        call->cu_seqlens = ArgLiteral::IntTensor(offsets, DType::kInt32, Device::kCpu);
+      });
+    }
+  }
+  return forms;
+}
+
+// The executor's outcome for `c` with `call` in `mode`, the output kept.
+Outcome RunForm(const Backend& backend, Case c, const CallSpec& call, Mode mode) {
+  c.call = call;
+  c.mode = mode;
+  RunOptions options;
+  options.keep_output = true;
+  return RunCase(c, backend, options);
+}
+
+}  // namespace
+
+std::string CheckArgumentForms(const Backend& backend, const Case& generated, PropertyRun* run) {
+  Case c = generated;
+  c.call.layout = QLayout::kPacked;
+  const std::vector<CallForm> forms = WellFormedForms(c);
+  if (forms.size() < 2) return "";
+  // A few forms per case, the default spelling first to compare against.
+  std::vector<size_t> chosen = {0};
+  for (int i = 0; i < 3; ++i) chosen.push_back(*rc::gen::inRange<size_t>(1, forms.size()));
+  std::optional<Outcome> first;
+  std::string first_label;
+  for (const size_t index : chosen) {
+    const CallForm& form = forms[index];
+    for (const Mode mode : {Mode::kHardened, Mode::kFaithful}) {
+      const std::string label = absl::StrCat(form.label, " (", ModeName(mode), ")");
+      const Outcome outcome = RunForm(backend, c, form.call, mode);
+      if (outcome.verdict == Verdict::kUnsupported) {
+        if (!first.has_value()) ++run->unsupported;
+        return "";
+      }
+      Case shown = c;
+      shown.call = form.call;
+      shown.mode = mode;
+      if (outcome.verdict == Verdict::kFail) {
+        return absl::StrCat("a well-formed call failed: ", label, "\n",
+                            FormatOutcomeText(shown, "generated", outcome));
+      }
+      if (!first.has_value()) {
+        first = outcome;
+        first_label = label;
+        continue;
+      }
+      if (outcome.kernel != first->kernel) {
+        return absl::StrCat(label, " asked the kernel for \"", outcome.kernel, "\", ", first_label,
+                            " for \"", first->kernel, "\"; geometry ", GeometryJson(c));
+      }
+      if (outcome.output.has_value() && first->output.has_value() &&
+          !SameBits(*outcome.output, 0, *first->output, 0, c.geometry.total_tokens())) {
+        return absl::StrCat(label, " gives other output bits than ", first_label,
+                            ": one geometry, two spellings of its arguments; geometry ",
+                            GeometryJson(c));
+      }
+    }
+  }
+  return "";
+}
+
+std::string CheckGraphSafety(const Backend& backend, const Case& generated, PropertyRun* run) {
+  Case c = generated;
+  c.call.layout = QLayout::kPacked;
+  const Profile profile = c.call.profile;
+  if (profile == Profile::kSdpa) return "";  // its mask is built on the host by design
+  SetCorrectCall(&c, profile, /*prepared=*/true, c.call.entry);
+  // SGLang's flashinfer_cudnn path reads a device bool for its bounds check
+  // even with prepared metadata (contract: host syncs); hardened mode must not.
+  std::vector<Mode> modes = {Mode::kHardened};
+  if (profile != Profile::kFlashinferCudnn) modes.push_back(Mode::kFaithful);
+  for (const Mode mode : modes) {
+    c.mode = mode;
+    const Outcome outcome = RunCase(c, backend);
+    if (outcome.verdict == Verdict::kUnsupported) {
+      ++run->unsupported;
+      return "";
+    }
+    if (outcome.verdict == Verdict::kFail) {
+      return absl::StrCat("a call with prepared metadata failed\n",
+                          FormatOutcomeText(c, "generated", outcome));
+    }
+    const DeviceEventCounts counts = outcome.resolution->counts();
+    if (counts.host_syncs != 0 || counts.host_to_device_copies != 0) {
+      return absl::StrCat(ModeName(mode), " resolution of a call with prepared metadata made ",
+                          counts.host_syncs, " host syncs and ", counts.host_to_device_copies,
+                          " host-to-device copies: it cannot be captured in a CUDA graph\n",
+                          FormatOutcomeText(c, "generated", outcome));
+    }
+  }
+  return "";
+}
+
+std::string CheckNoSilentCorruption(const Backend& backend, const Case& generated,
+                                    PropertyRun* run) {
+  Case c = generated;
+  c.call.layout = QLayout::kPacked;
+  c.mode = Mode::kHardened;
+  c.expect.reset();
+  const Geometry& g = c.geometry;
+  const std::vector<int64_t> offsets = OffsetsOf(g.seq_lens);
+  const int64_t longest = Longest(g);
+  const Profile profile = c.call.profile;
+  // One realistic corruption of a correct call.
+  std::vector<std::pair<std::string, CallSpec>> corrupted;
+  auto corrupt = [&](std::string what, bool prepared, auto&& edit) {
+    Case bad = c;
+    SetCorrectCall(&bad, profile, prepared, c.call.entry);
+    bad.call.entry = g.total_tokens() == 0 ? Entry::kDirect : bad.call.entry;
+    edit(&bad.call);
+    corrupted.emplace_back(std::move(what), bad.call);
+  };
+  auto cu_with = [&](std::vector<int64_t> cu) {
+    return [cu = std::move(cu)](CallSpec* call) {
+      const ArgLiteral value = ArgLiteral::IntTensor(cu, DType::kInt32, Device::kCuda);
+      if (call->forward_metadata.has_value()) {
+        call->forward_metadata->cu_seqlens = value;
+      } else {
+        call->cu_seqlens = value;
+      }
+    };
+  };
+  const bool has_prepared = profile != Profile::kSdpa;
+  const bool has_kwargs = profile == Profile::kFa3 || profile == Profile::kTritonAttn;
+  if (offsets.size() > 2) {
+    std::vector<int64_t> swapped = offsets;
+    const size_t i = *rc::gen::inRange<size_t>(1, swapped.size() - 1);
+    if (swapped[i] != swapped[i + 1]) {
+      std::swap(swapped[i], swapped[i + 1]);
+      corrupt("cu_seqlens out of order", has_prepared && !has_kwargs, cu_with(swapped));
+    }
+  }
+  std::vector<int64_t> longer = offsets;
+  longer.back() += 1;
+  corrupt("cu_seqlens[-1] past the last token", has_prepared && !has_kwargs, cu_with(longer));
+  if (g.total_tokens() > 0) {
+    std::vector<int64_t> shorter = offsets;
+    shorter.back() -= 1;
+    corrupt("cu_seqlens[-1] short of the last token", has_prepared && !has_kwargs,
+            cu_with(shorter));
+  }
+  if (has_kwargs && longest > 0) {
+    corrupt("max_seqlen one below the longest sequence", false,
+            [&](CallSpec* call) { SetKwarg(call, "max_seqlen", ArgLiteral::Int(longest - 1)); });
+    corrupt("prepared max_seqlen one below the longest sequence", true, [&](CallSpec* call) {
+      call->forward_metadata->max_seqlen = ArgLiteral::Int(longest - 1);
+    });
+  }
+  if (profile == Profile::kFlashinferCudnn) {
+    const int64_t width = g.num_heads * g.head_dim;
+    for (const int64_t wrong : {width + g.head_dim, g.head_dim, 2 * width}) {
+      if (wrong == width) continue;
+      corrupt(absl::StrCat("elem_per_token ", wrong, " instead of ", width), true,
+              [wrong](CallSpec* call) { call->forward_metadata->elem_per_token = wrong; });
+    }
+  }
+  if (corrupted.empty()) return "";
+  const auto& [what, call] = *rc::gen::elementOf(corrupted);
+  Case bad = c;
+  bad.call = call;
+  const Outcome outcome = RunCase(bad, backend);
+  if (outcome.observed == Observed::kUnsupported) {
+    ++run->unsupported;
+    return "";
+  }
+  if (outcome.observed != Observed::kCorruption) return "";
+  return absl::StrCat("hardened mode let a corrupted call through (", what, ") to a wrong output\n",
+                      FormatOutcomeText(bad, "generated", outcome));
+}
+
+}  // namespace varlen::internal

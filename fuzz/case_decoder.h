@@ -1,0 +1,50 @@
+// The fuzz targets' one byte decoder: libFuzzer bytes -> a Case.
+//
+// Every input decodes (bytes that run out read as zeros), so the fuzzer
+// spends its time on the contract rather than on parsing. The decoder covers
+// every field the contract reads: profile, entry, mode, SGLang version,
+// graph mode, layout, and every argument form (absent, None, bool, int,
+// float, str, list, host or device tensors of each dtype and shape,
+// SingletonCache, output workspaces, builder-made and hand-built metadata),
+// with special values taken from raw bits (NaN, +-Inf, -0.0, subnormals,
+// int64 extremes, int32 wrap points, Unicode digits and spaces in strings).
+//
+// `varlen decode --target=NAME FILE` prints what a target decodes from FILE
+// as a case file, ready for corpus/regressions/.
+
+#ifndef VARLEN_FUZZ_CASE_DECODER_H_
+#define VARLEN_FUZZ_CASE_DECODER_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "varlen/cases/case.h"
+
+namespace varlen {
+
+// The geometry a target decodes: small enough to run forward in
+// microseconds where the target runs kernels.
+struct DecodeLimits {
+  int max_sequences = 6;
+  int64_t max_len = 24;
+  int64_t max_kv_heads = 2;
+  int64_t max_head_dim = 16;
+};
+
+// Decodes `bytes` into a case that passes ValidateCase. The rare
+// combination the case format refuses (a layout its profile cannot take)
+// is decoded again as a packed layout; an error is returned only when that
+// is refused too.
+absl::StatusOr<Case> DecodeCase(absl::Span<const uint8_t> bytes, const DecodeLimits& limits = {});
+
+// The targets that decode their input with DecodeCase, and their limits.
+std::vector<std::string> DecodingTargets();
+absl::StatusOr<DecodeLimits> DecodeLimitsFor(absl::string_view target);
+
+}  // namespace varlen
+
+#endif  // VARLEN_FUZZ_CASE_DECODER_H_

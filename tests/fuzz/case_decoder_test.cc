@@ -1,0 +1,90 @@
+// The fuzz targets' byte decoder: every input decodes to a valid case that
+// survives the case file format, and random inputs reach every argument
+// form and special value the contract distinguishes.
+
+#include "case_decoder.h"
+
+#include <cmath>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "rapidcheck/gtest.h"
+#include "varlen/cases/case_json.h"
+
+namespace varlen {
+namespace {
+
+using ::testing::HasSubstr;
+
+RC_GTEST_PROP(CaseDecoderTest, EveryInputDecodesToACaseFileThatLoadsBack,
+              (const std::vector<uint8_t>& bytes)) {
+  absl::StatusOr<Case> c = DecodeCase(bytes);
+  RC_ASSERT(c.ok());
+  absl::StatusOr<Case> loaded = ParseCase(WriteCase(*c), "decoded.json");
+  RC_ASSERT(loaded.ok());
+  RC_ASSERT(*loaded == *c);
+}
+
+TEST(CaseDecoderTest, NoBytesDecodeToTheSimplestCall) {
+  absl::StatusOr<Case> c = DecodeCase({});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->mode, Mode::kFaithful);
+  EXPECT_EQ(c->call.profile, Profile::kFa3);
+  EXPECT_EQ(c->geometry.seq_lens, std::vector<int64_t>{0});
+}
+
+// Walks every argument a decoded call holds.
+void Collect(const ArgLiteral& a, std::set<ArgLiteral::Kind>* kinds, std::set<DType>* dtypes,
+             bool* nan, bool* unicode_digits) {
+  kinds->insert(a.kind);
+  if (a.kind == ArgLiteral::Kind::kTensor) dtypes->insert(a.tensor.dtype);
+  if (a.kind == ArgLiteral::Kind::kFloat && std::isnan(a.f)) *nan = true;
+  if (a.kind == ArgLiteral::Kind::kStr && a.s.find("\u0660") != std::string::npos) {
+    *unicode_digits = true;
+  }
+  for (const ArgLiteral& item : a.list) Collect(item, kinds, dtypes, nan, unicode_digits);
+}
+
+TEST(CaseDecoderTest, RandomInputsReachEveryFormTheContractDistinguishes) {
+  std::mt19937 random(20261130);
+  std::set<Profile> profiles;
+  std::set<ArgLiteral::Kind> kinds;
+  std::set<DType> dtypes;
+  std::set<MetadataSpec::Builder> builders;
+  bool nan = false, unicode_digits = false, graph = false, layer = false, hardened = false;
+  for (int i = 0; i < 4000; ++i) {
+    std::vector<uint8_t> bytes(64 + i % 128);
+    for (uint8_t& b : bytes) b = static_cast<uint8_t>(random());
+    absl::StatusOr<Case> c = DecodeCase(bytes);
+    ASSERT_TRUE(c.ok()) << c.status();
+    profiles.insert(c->call.profile);
+    graph |= c->call.graph_mode;
+    layer |= c->call.entry == Entry::kLayer;
+    hardened |= c->mode == Mode::kHardened;
+    Collect(c->call.cu_seqlens, &kinds, &dtypes, &nan, &unicode_digits);
+    for (const auto& [key, value] : c->call.kwargs) {
+      Collect(value, &kinds, &dtypes, &nan, &unicode_digits);
+    }
+    if (c->call.forward_metadata.has_value()) builders.insert(c->call.forward_metadata->builder);
+  }
+  EXPECT_EQ(profiles.size(), 4u);
+  EXPECT_EQ(kinds.size(), 9u) << "None, bool, int, float, str, tensor, list, cache, empty_like";
+  EXPECT_EQ(dtypes.size(), 4u) << "int32, int64, float32, bool tensors";
+  EXPECT_EQ(builders.size(), 3u);
+  EXPECT_TRUE(nan);
+  EXPECT_TRUE(unicode_digits);
+  EXPECT_TRUE(graph && layer && hardened);
+}
+
+TEST(CaseDecoderTest, TargetsNameTheirLimits) {
+  EXPECT_TRUE(DecodeLimitsFor("contract").ok());
+  EXPECT_THAT(std::string(DecodeLimitsFor("speed").status().message()),
+              HasSubstr("\"speed\" is not one of contract"));
+}
+
+}  // namespace
+}  // namespace varlen
