@@ -72,8 +72,7 @@ std::vector<const Backend*> ChooseBackends(const std::vector<std::string>& names
 // The manifest when it applies to `backend`, else null.
 const Expectations* ExpectationsFor(const CheckOptions& options, absl::string_view backend) {
   const Expectations* e = options.expectations.get();
-  if (e == nullptr || (!e->backend.empty() && e->backend != backend)) return nullptr;
-  return e;
+  return e != nullptr && AppliesTo(*e, backend) ? e : nullptr;
 }
 
 // The manifest entry for `test` on `backend`, or null.

@@ -88,8 +88,7 @@ absl::Status RegisterCorpusTests(const std::string& corpus_dir,
           "Corpus", absl::StrCat(internal::SafeName(c->name), "/", backend->name()).c_str(),
           nullptr, nullptr, file.c_str(), 0, [c, file, backend, expectations]() -> testing::Test* {
             const bool applies =
-                expectations != nullptr &&
-                (expectations->backend.empty() || expectations->backend == backend->name());
+                expectations != nullptr && AppliesTo(*expectations, backend->name());
             return new CorpusCaseTest(c, file, backend, applies ? expectations : nullptr);
           });
     }

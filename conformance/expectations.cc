@@ -196,6 +196,10 @@ std::string DescribeEntry(const ExpectationEntry& entry) {
   return text;
 }
 
+bool AppliesTo(const Expectations& expectations, absl::string_view backend) {
+  return expectations.backend.empty() || expectations.backend == backend;
+}
+
 BackendCapabilities WithoutSkippedDTypes(BackendCapabilities caps, const Expectations& expectations,
                                          absl::string_view test, absl::CivilDay today) {
   std::erase_if(caps.input_dtypes, [&](DType dtype) {

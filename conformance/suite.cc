@@ -56,8 +56,7 @@ rc::detail::TestParams ParamsFor(const PropertyBudget& budget, bool shrink, std:
 // The manifest when it applies to `backend`.
 const Expectations* ExpectationsFor(const SuiteOptions& options, const Backend& backend) {
   const Expectations* e = options.expectations.get();
-  if (e == nullptr || (!e->backend.empty() && e->backend != backend.name())) return nullptr;
-  return e;
+  return e != nullptr && AppliesTo(*e, backend.name()) ? e : nullptr;
 }
 
 // Expired entries and entries that match no test: a note, or a failure in a

@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -36,6 +37,11 @@ namespace {
                varlen::WriteCase(c).c_str(),
                varlen::FormatOutcomeText(c, "<decoded>", outcome).c_str());
   std::abort();
+}
+
+std::vector<int64_t> WithoutTrailingZeros(std::vector<int64_t> lengths) {
+  while (!lengths.empty() && lengths.back() == 0) lengths.pop_back();
+  return lengths;
 }
 
 // What a resolved call tells the kernel to compute: the sequence lengths
@@ -84,13 +90,8 @@ Conveyed ConveyedBy(const varlen::Resolution& r) {
         }
       },
       r.args->args);
-  while (!lengths.empty() && lengths.back() == 0) lengths.pop_back();
+  lengths = WithoutTrailingZeros(std::move(lengths));
   return conveyed;
-}
-
-std::vector<int64_t> WithoutTrailingZeros(std::vector<int64_t> lengths) {
-  while (!lengths.empty() && lengths.back() == 0) lengths.pop_back();
-  return lengths;
 }
 
 }  // namespace

@@ -80,6 +80,10 @@ std::vector<std::string> ManifestProblems(const Expectations& expectations,
                                           const std::vector<std::string>& tests,
                                           absl::CivilDay today);
 
+// Whether `expectations` applies to `backend` (it names that backend, or
+// none).
+bool AppliesTo(const Expectations& expectations, absl::string_view backend);
+
 // `caps` without the dtypes that a skip entry for `test` names, so that a
 // property's generated cases avoid them.
 BackendCapabilities WithoutSkippedDTypes(BackendCapabilities caps, const Expectations& expectations,
