@@ -442,6 +442,10 @@ int main(int argc, char** argv) {
   if (args.size() < 2) return varlen::UsageError("missing command");
   const std::string command = args[1];
   const std::vector<std::string> rest(args.begin() + 2, args.end());
+#if VARLEN_BROKEN_RESOLVER
+  std::cerr << "varlen: this is a test build with a deliberately broken resolver "
+               "(VARLEN_BROKEN_RESOLVER): its verdicts are not to be trusted\n";
+#endif
   if (command == "repro") return varlen::Repro(rest);
   if (command == "backends") {
     if (!rest.empty()) return varlen::UsageError("backends takes no arguments");

@@ -10,12 +10,32 @@ if(VARLEN_WERROR)
   list(APPEND VARLEN_WARNING_FLAGS -Werror)
 endif()
 
-option(VARLEN_LIBFUZZER "Instrument for libFuzzer and link libFuzzer fuzz targets (clang)" OFF)
+option(VARLEN_LIBFUZZER "Link fuzz targets to a fuzzing engine (libFuzzer unless told otherwise)" OFF)
+# How fuzz targets link their engine. ClusterFuzzLite passes its own
+# ($LIB_FUZZING_ENGINE, see .clusterfuzzlite/build.sh) together with the
+# instrumentation flags in CXXFLAGS; libFuzzer's own needs
+# -fsanitize=fuzzer-no-link on every object.
+set(VARLEN_FUZZING_ENGINE "-fsanitize=fuzzer" CACHE STRING "Link flags of the fuzzing engine")
 if(VARLEN_LIBFUZZER)
   if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
     message(FATAL_ERROR "VARLEN_LIBFUZZER needs clang (the \"fuzz\" preset sets it)")
   endif()
-  add_compile_options(-fsanitize=fuzzer-no-link)
+  if(VARLEN_FUZZING_ENGINE STREQUAL "-fsanitize=fuzzer")
+    add_compile_options(-fsanitize=fuzzer-no-link)
+  endif()
+endif()
+
+# A deliberately broken resolver (hardened mode accepts token offsets that
+# end before the last token), so that the nightly fuzz driver can be shown
+# to find, minimize and report a real contract violation. Test builds only:
+# such a build cannot be installed.
+option(VARLEN_BROKEN_RESOLVER "Test only: build a hardened resolver with a known bug" OFF)
+if(VARLEN_BROKEN_RESOLVER)
+  if(VARLEN_INSTALL OR CMAKE_BUILD_TYPE STREQUAL "Release")
+    message(FATAL_ERROR "VARLEN_BROKEN_RESOLVER is for test builds only: it needs "
+                        "-DVARLEN_INSTALL=OFF and no Release build type (the \"fuzz-broken\" preset)")
+  endif()
+  add_compile_definitions(VARLEN_BROKEN_RESOLVER=1)
 endif()
 
 if(VARLEN_SANITIZE)

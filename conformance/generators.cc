@@ -110,12 +110,6 @@ std::vector<Profile> ForwardProfiles(const BackendCapabilities& caps) {
 
 }  // namespace
 
-std::vector<int64_t> OffsetsOf(const std::vector<int64_t>& lengths) {
-  std::vector<int64_t> offsets = {0};
-  for (int64_t length : lengths) offsets.push_back(offsets.back() + length);
-  return offsets;
-}
-
 rc::Gen<std::vector<int64_t>> GenSeqLens(const GeometryLimits& limits) {
   return rc::gen::exec([limits] {
     const int count = *rc::gen::inRange(1, limits.max_sequences + 1);
@@ -304,61 +298,18 @@ rc::Gen<Case> GenForwardCase(const BackendCapabilities& caps, const ForwardLimit
                                                               ModelledSglangVersions().end()));
 
     std::vector<Profile> profiles = ForwardProfiles(caps);
-    // flashinfer_cudnn offsets q, k and v with one per-token width (no GQA,
-    // no distinct value head dim).
-    if (g.head_dim_v != g.head_dim || g.num_heads != g.num_kv_heads) {
-      std::erase(profiles, Profile::kFlashinferCudnn);
-    }
-    // SGLang's sdpa reshapes v with q's head dim and broadcasts one KV head.
-    if (g.head_dim_v != g.head_dim || (g.num_kv_heads != 1 && g.num_kv_heads != g.num_heads)) {
-      std::erase(profiles, Profile::kSdpa);
-    }
+    std::erase_if(profiles, [&](Profile p) { return !ProfileCanCarry(p, g); });
     RC_PRE(!profiles.empty());
     const Profile profile = *rc::gen::elementOf(profiles);
     const bool prepared = *rc::gen::arbitrary<bool>();
     const Entry entry =
         g.total_tokens() > 0 && *rc::gen::arbitrary<bool>() ? Entry::kLayer : Entry::kDirect;
     SetCorrectCall(&c, profile, prepared, entry);
-    if (caps.strided_inputs && g.head_dim_v == g.head_dim &&
-        (profile == Profile::kFa3 || profile == Profile::kTritonAttn) &&
-        *rc::gen::inRange(0, 3) == 0) {
+    if (caps.strided_inputs && ProfileTakesFusedQkv(profile, g) && *rc::gen::inRange(0, 3) == 0) {
       c.call.layout = QLayout::kFusedQkv;
     }
     return c;
   });
-}
-
-void SetCorrectCall(Case* c, Profile profile, bool prepared, Entry entry) {
-  const Geometry& g = c->geometry;
-  CallSpec& call = c->call;
-  call = CallSpec();
-  call.profile = profile;
-  call.entry = entry;
-  const std::vector<int64_t> offsets = OffsetsOf(g.seq_lens);
-  const ArgLiteral cu = ArgLiteral::IntTensor(offsets, DType::kInt32, Device::kCuda);
-  const int64_t longest =
-      g.seq_lens.empty() ? 0 : *std::max_element(g.seq_lens.begin(), g.seq_lens.end());
-  if (profile == Profile::kFlashinferCudnn) {
-    MetadataSpec m;
-    m.builder = MetadataSpec::Builder::kFlashinferCudnn;
-    m.cu_seqlens = cu;
-    m.elem_per_token = g.num_heads * g.head_dim;
-    call.forward_metadata = m;
-  } else if (profile == Profile::kSdpa) {
-    call.cu_seqlens = cu;
-    call.sdpa.flatten_batch = true;  // one batch item holding every sequence
-  } else if (prepared) {
-    MetadataSpec m;
-    m.builder = MetadataSpec::Builder::kPlain;
-    m.cu_seqlens = cu;
-    call.forward_metadata = m;
-  } else {
-    call.cu_seqlens = cu;
-    call.kwargs.emplace_back("max_seqlen", ArgLiteral::Int(longest));
-  }
-  Expectation e;
-  e.outcome = Expectation::Outcome::kSuccess;
-  c->expect = e;
 }
 
 void showValue(const Geometry& g, std::ostream& os) {

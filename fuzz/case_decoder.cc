@@ -4,12 +4,14 @@
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "fuzzer/FuzzedDataProvider.h"
 #include "varlen/cases/case_json.h"
+#include "varlen/cases/correct_call.h"
 #include "varlen/core/status.h"
 
 namespace varlen {
@@ -19,10 +21,50 @@ constexpr int64_t kInt64Min = std::numeric_limits<int64_t>::min();
 constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
+// FuzzedDataProvider that notes which bytes each choice took: every value
+// the decoder reads comes from the end of the input, so a choice owns one
+// contiguous span.
+class ChoiceReader {
+ public:
+  ChoiceReader(absl::Span<const uint8_t> bytes, std::vector<ChoiceSpan>* spans)
+      : in_(bytes.data(), bytes.size()), spans_(spans) {}
+
+  bool ConsumeBool() {
+    return Noted([&] { return in_.ConsumeBool(); });
+  }
+  template <typename T>
+  T ConsumeIntegral() {
+    return Noted([&] { return in_.ConsumeIntegral<T>(); });
+  }
+  template <typename T>
+  T ConsumeIntegralInRange(T min, T max) {
+    return Noted([&] { return in_.ConsumeIntegralInRange<T>(min, max); });
+  }
+  template <typename T>
+  T ConsumeFloatingPointInRange(T min, T max) {
+    return Noted([&] { return in_.ConsumeFloatingPointInRange<T>(min, max); });
+  }
+
+ private:
+  template <typename Read>
+  std::invoke_result_t<Read> Noted(Read read) {
+    const size_t before = in_.remaining_bytes();
+    auto value = read();
+    if (spans_ != nullptr && in_.remaining_bytes() < before) {
+      spans_->push_back({in_.remaining_bytes(), before});
+    }
+    return value;
+  }
+
+  FuzzedDataProvider in_;
+  std::vector<ChoiceSpan>* spans_;
+};
+
 class Decoder {
  public:
-  Decoder(absl::Span<const uint8_t> bytes, const DecodeLimits& limits)
-      : in_(bytes.data(), bytes.size()), limits_(limits) {}
+  Decoder(absl::Span<const uint8_t> bytes, const DecodeLimits& limits,
+          std::vector<ChoiceSpan>* spans = nullptr)
+      : in_(bytes, spans), limits_(limits) {}
 
   Case Decode() {
     Case c;
@@ -40,6 +82,7 @@ class Decoder {
     longest_ = *std::max_element(c.geometry.seq_lens.begin(), c.geometry.seq_lens.end());
     width_ = c.geometry.num_heads * c.geometry.head_dim;
     c.call = DecodeCall();
+    BlendWithCorrectCall(&c);
     return c;
   }
 
@@ -52,6 +95,7 @@ class Decoder {
     }
     g.num_kv_heads = in_.ConsumeIntegralInRange<int64_t>(1, limits_.max_kv_heads);
     g.num_heads = g.num_kv_heads * PickOne<int64_t>({1, 2, 4});
+    while (g.num_heads > std::max(limits_.max_heads, g.num_kv_heads)) g.num_heads /= 2;
     g.head_dim = in_.ConsumeIntegralInRange<int64_t>(1, limits_.max_head_dim);
     g.head_dim_v = in_.ConsumeBool() ? g.head_dim
                                      : in_.ConsumeIntegralInRange<int64_t>(1, limits_.max_head_dim);
@@ -86,6 +130,62 @@ class Decoder {
       call.sdpa.softmax_scale = FiniteFloat();
     }
     return call;
+  }
+
+  // Most calls are correct, and most bugs hide one wrong argument away: as
+  // often as not the call becomes the correct one (correct_call.h) with one
+  // to three of its arguments taken from the decoded call, or max_seqlen off
+  // the truth by at most two. Decided from the last bytes, so inputs that
+  // end before this keep the decoded call as it is.
+  void BlendWithCorrectCall(Case* c) {
+    const int taken = in_.ConsumeIntegralInRange<int>(0, 3);
+    if (taken == 0) return;
+    const CallSpec wild = c->call;
+    const bool layer = wild.entry == Entry::kLayer && c->geometry.total_tokens() > 0 &&
+                       !c->geometry.softmax_scale.has_value();
+    SetCorrectCall(c, wild.profile, wild.forward_metadata.has_value(),
+                   layer ? Entry::kLayer : Entry::kDirect);
+    c->expect.reset();
+    CallSpec& call = c->call;
+    call.layout = wild.layout;
+    call.rotary = wild.rotary && layer;
+    call.sdpa.softmax_in_single_precision = wild.sdpa.softmax_in_single_precision;
+    for (int i = 0; i < taken; ++i) {
+      switch (in_.ConsumeIntegralInRange<int>(0, 6)) {
+        case 0:
+          call.cu_seqlens = wild.cu_seqlens;
+          break;
+        case 1:
+          call.forward_metadata = wild.forward_metadata;
+          break;
+        case 2:
+          call.graph_mode = wild.graph_mode;
+          break;
+        case 3:
+          call.bsz = wild.bsz;
+          call.seq_len = wild.seq_len;
+          break;
+        case 4:
+          SetKwarg(&call, "max_seqlen",
+                   ArgLiteral::Int(longest_ + in_.ConsumeIntegralInRange<int64_t>(-2, 2)));
+          break;
+        default: {
+          // One keyword as the decoded call has it, or absent.
+          const char* key = PickOne<const char*>(
+              {"sequence_lengths", "max_seqlen", "output_ws", "softmax_scale"});
+          std::erase_if(call.kwargs, [&](const auto& kv) { return kv.first == key; });
+          for (const auto& [name, value] : wild.kwargs) {
+            if (name == key) call.kwargs.emplace_back(name, value);
+          }
+          break;
+        }
+      }
+    }
+  }
+
+  static void SetKwarg(CallSpec* call, const std::string& key, ArgLiteral value) {
+    std::erase_if(call->kwargs, [&](const auto& kv) { return kv.first == key; });
+    call->kwargs.emplace_back(key, std::move(value));
   }
 
   MetadataSpec Metadata() {
@@ -296,7 +396,7 @@ class Decoder {
     return *(values.begin() + in_.ConsumeIntegralInRange<size_t>(0, values.size() - 1));
   }
 
-  FuzzedDataProvider in_;
+  ChoiceReader in_;
   DecodeLimits limits_;
   std::vector<int64_t> offsets_;
   int64_t longest_ = 0;
@@ -310,6 +410,9 @@ struct TargetLimits {
 
 constexpr TargetLimits kTargets[] = {
     {"contract", {}},
+    // Up to 64 tokens, 4 heads, head dim 128: kernels' tile edges in reach.
+    {"differential",
+     {.max_sequences = 4, .max_len = 16, .max_kv_heads = 4, .max_heads = 4, .max_head_dim = 128}},
 };
 
 }  // namespace
@@ -323,6 +426,13 @@ absl::StatusOr<Case> DecodeCase(absl::Span<const uint8_t> bytes, const DecodeLim
   c.call.entry = Entry::kDirect;  // the layer refuses an empty batch before any backend
   VARLEN_RETURN_IF_ERROR(ValidateCase(c));
   return c;
+}
+
+std::vector<ChoiceSpan> DecodeChoiceSpans(absl::Span<const uint8_t> bytes,
+                                          const DecodeLimits& limits) {
+  std::vector<ChoiceSpan> spans;
+  Decoder(bytes, limits, &spans).Decode();
+  return spans;
 }
 
 std::vector<std::string> DecodingTargets() {

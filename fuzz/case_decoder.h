@@ -32,6 +32,7 @@ struct DecodeLimits {
   int max_sequences = 6;
   int64_t max_len = 24;
   int64_t max_kv_heads = 2;
+  int64_t max_heads = 8;  // query heads: max_kv_heads times a GQA ratio of 1, 2 or 4
   int64_t max_head_dim = 16;
 };
 
@@ -40,6 +41,18 @@ struct DecodeLimits {
 // is decoded again as a packed layout; an error is returned only when that
 // is refused too.
 absl::StatusOr<Case> DecodeCase(absl::Span<const uint8_t> bytes, const DecodeLimits& limits = {});
+
+// Where each choice the decoder makes reads its bytes: [begin, end) offsets
+// into `bytes`, in decoding order (bytes past the end read as zeros and own
+// no span). Rewriting one span changes one field of the decoded case and
+// leaves the others as they were, as far as the structure allows (a new
+// sequence count gives the later choices other meanings).
+struct ChoiceSpan {
+  size_t begin = 0;
+  size_t end = 0;
+};
+std::vector<ChoiceSpan> DecodeChoiceSpans(absl::Span<const uint8_t> bytes,
+                                          const DecodeLimits& limits = {});
 
 // The targets that decode their input with DecodeCase, and their limits.
 std::vector<std::string> DecodingTargets();

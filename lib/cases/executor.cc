@@ -19,8 +19,37 @@ Tensor MaterializeTensor(const TensorLiteral& t) {
   return Tensor::FromInts(t.ints, t.dtype, t.device, t.shape);
 }
 
+// torch.empty_like(q) where q has no storage (a geometry too large to
+// allocate): resolution may read its values (as cu_seqlens, say), so it gets
+// zeros up to this many elements; beyond, the case is unsupported. The
+// output workspace, whose values nothing reads, stays shape-only.
+constexpr int64_t kMaxEmptyLikeElements = int64_t{1} << 18;
+
+bool ReadsEmptyLikeQ(const ArgLiteral& a) {
+  if (a.kind == ArgLiteral::Kind::kEmptyLikeQ) return true;
+  for (const ArgLiteral& item : a.list) {
+    if (ReadsEmptyLikeQ(item)) return true;
+  }
+  return false;
+}
+
+bool ReadsEmptyLikeQ(const CallSpec& call) {
+  if (ReadsEmptyLikeQ(call.cu_seqlens)) return true;
+  for (const auto& [key, value] : call.kwargs) {
+    if (key != "output_ws" && ReadsEmptyLikeQ(value)) return true;
+  }
+  if (!call.forward_metadata.has_value()) return false;
+  const MetadataSpec& m = *call.forward_metadata;
+  for (const ArgLiteral* field : {&m.cu_seqlens, &m.seq_lens, &m.max_seqlen, &m.packed_indptrs,
+                                  &m.sequence_lengths, &m.flashinfer_max_seqlen}) {
+    if (ReadsEmptyLikeQ(*field)) return true;
+  }
+  return false;
+}
+
 // A fresh Python object for each run: resolution may mutate caches.
-Value Materialize(const ArgLiteral& a, const Tensor& q) {
+// `values_read`: false for the output workspace alone.
+Value Materialize(const ArgLiteral& a, const Tensor& q, bool values_read = true) {
   switch (a.kind) {
     case ArgLiteral::Kind::kNone:
       return Value::None();
@@ -36,7 +65,7 @@ Value Materialize(const ArgLiteral& a, const Tensor& q) {
       return Value::FromTensor(MaterializeTensor(a.tensor));
     case ArgLiteral::Kind::kList: {
       std::vector<Value> items;
-      for (const ArgLiteral& item : a.list) items.push_back(Materialize(item, q));
+      for (const ArgLiteral& item : a.list) items.push_back(Materialize(item, q, values_read));
       return Value::List(std::move(items));
     }
     case ArgLiteral::Kind::kSingletonCache: {
@@ -45,7 +74,7 @@ Value Materialize(const ArgLiteral& a, const Tensor& q) {
       return Value::Cache(std::move(cache));
     }
     case ArgLiteral::Kind::kEmptyLikeQ:
-      return Value::FromTensor(q.has_storage()
+      return Value::FromTensor(q.has_storage() || values_read
                                    ? Tensor::Zeros(q.dtype(), q.device(), q.shape())
                                    : Tensor::ShapeOnly(q.dtype(), q.device(), q.shape()));
   }
@@ -94,7 +123,9 @@ AttentionCall MaterializeCall(const Case& c, const QkvTensors& qkv) {
   call.bsz = c.call.bsz.value_or(1);
   call.seq_len = c.call.seq_len.value_or(c.geometry.total_tokens() / call.bsz);
   call.cu_seqlens = Materialize(c.call.cu_seqlens, qkv.q);
-  for (const auto& [key, value] : c.call.kwargs) call.kwargs.set(key, Materialize(value, qkv.q));
+  for (const auto& [key, value] : c.call.kwargs) {
+    call.kwargs.set(key, Materialize(value, qkv.q, key != "output_ws"));
+  }
   call.entry = c.call.entry;
   call.graph_mode = c.call.graph_mode;
   call.rotary = c.call.rotary;
@@ -276,6 +307,12 @@ void CaseRunner::Execute(const Backend& backend, Outcome* outcome) {
     outcome->observed = Observed::kUnsupported;
   };
 
+  if (!qkv_.q.has_storage() && qkv_.q.numel() > kMaxEmptyLikeElements &&
+      ReadsEmptyLikeQ(case_.call)) {
+    return unsupported(absl::UnimplementedError(absl::StrCat(
+        "torch.empty_like(q) is passed where its values are read, and q has ", qkv_.q.numel(),
+        " elements: more than the ", kMaxEmptyLikeElements, " this harness allocates for it")));
+  }
   AttentionCall call = MaterializeCall(case_, qkv_);
   if (case_.call.forward_metadata.has_value()) {
     ScopedDeviceLedger ledger;

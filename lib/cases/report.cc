@@ -183,6 +183,31 @@ ojson ProfileArgsToJson(const ResolvedArgs& resolved) {
 
 }  // namespace
 
+namespace {
+
+// For a person reading text: an array of thousands of offsets (a tensor
+// passed where a short one belongs) keeps its first and last entries.
+ojson Abridged(const ojson& j) {
+  constexpr size_t kKept = 8;
+  if (j.is_object()) {
+    ojson out = ojson::object();
+    for (const auto& [key, value] : j.items()) out[key] = Abridged(value);
+    return out;
+  }
+  if (!j.is_array()) return j;
+  ojson out = ojson::array();
+  if (j.size() <= 4 * kKept) {
+    for (const ojson& item : j) out.push_back(Abridged(item));
+    return out;
+  }
+  for (size_t i = 0; i < kKept; ++i) out.push_back(Abridged(j[i]));
+  out.push_back(absl::StrCat("... ", j.size() - 2 * kKept, " more ..."));
+  for (size_t i = j.size() - kKept; i < j.size(); ++i) out.push_back(Abridged(j[i]));
+  return out;
+}
+
+}  // namespace
+
 ojson ResolvedArgsToJson(const ResolvedArgs& resolved) {
   ojson j = ProfileArgsToJson(resolved);
   // The layout the backend receives: dense, or strided views of one buffer.
@@ -238,8 +263,8 @@ std::string FormatOutcomeText(const Case& c, const std::string& origin, const Ou
       absl::StrAppend(&text, "              ", DeviceEventKindName(e.kind), ": ", e.what, "\n");
     }
     if (o.resolution->args.has_value()) {
-      absl::StrAppend(&text, "  resolved:   ", ResolvedArgsToJson(*o.resolution->args).dump(),
-                      "\n");
+      absl::StrAppend(
+          &text, "  resolved:   ", Abridged(ResolvedArgsToJson(*o.resolution->args)).dump(), "\n");
     }
   }
   if (!o.kernel.empty()) absl::StrAppend(&text, "  kernel:     ", o.kernel, "\n");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -64,6 +65,20 @@ absl::StatusOr<double> ResolveSoftmaxScale(const ResolveContext& ctx, Profile pr
   if (ctx.hardened() && !std::isfinite(value)) {
     return PythonError(PyErrorKind::kValueError,
                        absl::StrCat("softmax_scale=", scale.Repr(), ": it must be finite"));
+  }
+  // The kernels take the scale as a C float: beyond its range it arrives as
+  // inf, below its normal range as 0 or with few bits, and every logit with
+  // it (0 * inf is NaN where the caller's scale gives inf).
+  const double magnitude = std::abs(value);
+  if (ctx.hardened() && magnitude != 0 &&
+      (magnitude > std::numeric_limits<float>::max() ||
+       magnitude < std::numeric_limits<float>::min())) {
+    const ScaleArgument entry = ScaleArgumentOf(profile);
+    return PythonError(PyErrorKind::kValueError,
+                       absl::StrCat("softmax_scale=", scale.Repr(), ": ", entry.kernel,
+                                    "() takes a float32 ", entry.argument,
+                                    ", so a nonzero magnitude must lie within "
+                                    "[1.1754943508222875e-38, 3.4028234663852886e+38]"));
   }
   return value;
 }

@@ -102,7 +102,14 @@ absl::StatusOr<std::vector<int64_t>> CheckTokenOffsets(const Tensor& cu, absl::s
           absl::StrCat(name, "[", i, "]=", offsets[i], " > 2147483647: offsets must fit in int32"));
     }
   }
-  if (total_tokens.has_value() && offsets.back() != *total_tokens) {
+#if VARLEN_BROKEN_RESOLVER
+  // The test-only bug (cmake/VarlenHelpers.cmake): offsets that end before
+  // the last token pass, and the tail is never computed.
+  const bool wrong_end = total_tokens.has_value() && offsets.back() > *total_tokens;
+#else
+  const bool wrong_end = total_tokens.has_value() && offsets.back() != *total_tokens;
+#endif
+  if (wrong_end) {
     return HardenedValueError(
         absl::StrCat(name, "[", offsets.size() - 1, "]=", offsets.back(), " != ", *total_tokens,
                      " = q.shape[0]: the last offset must equal the number of packed tokens"));

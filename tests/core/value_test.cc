@@ -7,9 +7,11 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "support/test_util.h"
@@ -157,6 +159,33 @@ TEST(ValueReprTest, StringsUsePythonsQuoteChoiceAndEscapes) {
   EXPECT_EQ(Value::Str(std::string("\x00\x1f\x7f", 3)).Repr(), "'\\x00\\x1f\\x7f'");
   EXPECT_EQ(Value::Str("\x0b\x0c").Repr(), "'\\x0b\\x0c'");
   EXPECT_EQ(Value::Str("h\xc3\xa9llo").Repr(), "'h\xc3\xa9llo'");  // printable UTF-8 as is
+}
+
+TEST(ValueReprTest, NonPrintableCodePointsAreEscapedLikePython) {
+  // Expected values are CPython 3.11's repr(). Separators, format and
+  // private-use characters and unassigned code points are escaped in the
+  // shortest of \xhh, \uhhhh and \Uhhhhhhhh.
+  EXPECT_EQ(PyStrRepr("\u2028"), "'\\u2028'");
+  EXPECT_EQ(PyStrRepr("\u00a0"), "'\\xa0'");
+  EXPECT_EQ(PyStrRepr("\u0085"), "'\\x85'");
+  EXPECT_EQ(PyStrRepr("\ue000"), "'\\ue000'");
+  EXPECT_EQ(PyStrRepr("\xcd\xb8"), "'\\u0378'");  // U+0378, unassigned
+  EXPECT_EQ(PyStrRepr("\U000e0001"), "'\\U000e0001'");
+  EXPECT_EQ(PyStrRepr("\U0010ffff"), "'\\U0010ffff'");
+  EXPECT_EQ(PyStrRepr("\u200b5"), "'\\u200b5'");
+  // Printable non-ASCII text is kept as it is.
+  EXPECT_EQ(PyStrRepr("\u00e9\u0664 \U0001f600"), "'\u00e9\u0664 \U0001f600'");
+  EXPECT_EQ(Value::Str("it's \u0664").Repr(), "\"it's \u0664\"");
+}
+
+TEST(ValueReprTest, BytesThatAreNotUtf8ReadAsSurrogateEscapes) {
+  // bytes.decode("utf-8", "surrogateescape"): one U+DCxx per stray byte.
+  EXPECT_EQ(PyStrRepr("\xe4"), "'\\udce4'");
+  EXPECT_EQ(PyStrRepr("5\xff"), "'5\\udcff'");
+  EXPECT_EQ(PyStrRepr("\xc0\x80"), "'\\udcc0\\udc80'");                        // overlong
+  EXPECT_EQ(PyStrRepr("\xed\xa0\x80"), "'\\udced\\udca0\\udc80'");             // a surrogate
+  EXPECT_EQ(PyStrRepr("\xe4\xb8-"), "'\\udce4\\udcb8-'");                      // truncated
+  EXPECT_EQ(PyStrRepr("\xf4\x90\x80\x80"), "'\\udcf4\\udc90\\udc80\\udc80'");  // > U+10FFFF
 }
 
 TEST(ValueReprTest, PyStrReprMatchesValueRepr) {
@@ -415,6 +444,125 @@ TEST(PyIntTest, LongLiteralsAreTruncatedToTwoHundredCharactersOfRepr) {
         for (int i = 0; i < 99; ++i) s += "\\n";
         return s + "\\";
       }());
+}
+
+// Non-ASCII text: every expected value below was observed with CPython 3.11.
+
+TEST(PyIntTest, DecimalDigitsOfEveryScript) {
+  ExpectIntOk(Value::Str("\u0664\u0660\u0669\u0666"), 4096);  // Arabic-Indic
+  ExpectIntOk(Value::Str("\u096a\u0966\u096f\u096c"), 4096);  // Devanagari
+  ExpectIntOk(Value::Str("\uff14\uff10\uff19\uff16"), 4096);  // fullwidth
+  ExpectIntOk(Value::Str("\U0001d7d2\U0001d7ce"), 40);        // mathematical bold
+  ExpectIntOk(Value::Str("4\u0660"), 40);                     // mixed scripts
+  ExpectIntOk(Value::Str("-\u0664_\u0662"), -42);
+  ExpectIntOk(Value::Str(std::string(4300, '0')), 0);
+  ExpectPyError(PyInt(Value::Str("\u0669\u0662\u0662\u0663\u0663\u0667\u0662\u0660\u0663\u0666"
+                                 "\u0668\u0665\u0664\u0667\u0667\u0665\u0668\u0660\u0668"),
+                      "x"),
+                PyErrorKind::kOverflowError, kTooLarge);  // 2^63
+}
+
+TEST(PyIntTest, UnicodeWhitespaceIsStrippedAtBothEnds) {
+  ExpectIntOk(Value::Str("\u00a04096\u3000"), 4096);
+  ExpectIntOk(Value::Str("\u2003-17\u2029"), -17);
+  ExpectIntOk(Value::Str("\u0085 5\u0085"), 5);
+  ExpectIntOk(Value::Str("\u16805\u2028"), 5);
+}
+
+TEST(PyIntTest, NonAsciiTextThatIsNotALiteral) {
+  struct Case {
+    const char* text;
+    const char* repr;
+  };
+  const Case cases[] = {
+      {"4\u00a0096", "'4\\xa0096'"},           // a space inside
+      {"4\u00b2", "'4\u00b2'"},                // superscript two is not decimal
+      {"\u0661__\u0660", "'\u0661__\u0660'"},  // underscores as in ASCII
+      {"\u0664\u00e9", "'\u0664\u00e9'"},      // a letter after a digit
+      {"\u200b5", "'\\u200b5'"},               // zero width space is no space
+      {"\u180e5", "'\\u180e5'"},               // nor is the Mongolian vowel separator
+      {"\u2028", "'\\u2028'"},                 // only space
+      {"\U0001f600", "'\U0001f600'"},
+      {"\x1c\u0664", "'\\x1c\u0664'"},  // \x1c stays \x1c, never ' '
+      {"5\x7f\u00e9", "'5\\x7f\u00e9'"},
+      {"5\xff", "'5\\udcff'"},  // not UTF-8
+  };
+  for (const Case& c : cases) {
+    ExpectPyError(PyInt(Value::Str(c.text), "max_seqlen"), PyErrorKind::kValueError,
+                  std::string(kInvalidLiteral) + c.repr);
+  }
+}
+
+TEST(PyIntTest, InformationSeparatorsAreNeverStripped) {
+  // U+001C..U+001F are str.isspace() but below 127, so int() keeps them.
+  const std::pair<std::string, std::string> cases[] = {
+      {std::string("\x1c") + "5", "'\\x1c5'"},
+      {"5\x1d", "'5\\x1d'"},
+      {"\x1e", "'\\x1e'"},
+      {"\u00a05\x1f", "'\\xa05\\x1f'"},
+  };
+  for (const auto& [text, repr] : cases) {
+    ExpectPyError(PyInt(Value::Str(text), "x"), PyErrorKind::kValueError,
+                  std::string(kInvalidLiteral) + repr);
+  }
+}
+
+TEST(PyIntTest, MoreThan4300DigitsExceedTheLimit) {
+  const auto limit = [](int digits) {
+    return absl::StrCat("Exceeds the limit (4300 digits) for integer string conversion: value has ",
+                        digits, " digits; use sys.set_int_max_str_digits() to increase the limit");
+  };
+  // 4300 digits convert (and then do not fit in int64).
+  ExpectPyError(PyInt(Value::Str(std::string(4300, '1')), "x"), PyErrorKind::kOverflowError,
+                kTooLarge);
+  ExpectPyError(PyInt(Value::Str(std::string(4301, '1')), "x"), PyErrorKind::kValueError,
+                limit(4301));
+  ExpectPyError(PyInt(Value::Str(std::string(5000, '9')), "x"), PyErrorKind::kValueError,
+                limit(5000));
+  // Leading zeros count; underscores, the sign and spaces do not.
+  ExpectPyError(PyInt(Value::Str(std::string(4301, '0')), "x"), PyErrorKind::kValueError,
+                limit(4301));
+  std::string underscored;
+  for (int i = 0; i < 4300; ++i) underscored += "1_";
+  ExpectPyError(PyInt(Value::Str(" -" + underscored + "1 "), "x"), PyErrorKind::kValueError,
+                limit(4301));
+  // Digits of other scripts count one each.
+  std::string arabic;
+  for (int i = 0; i < 4301; ++i) arabic += "\u0660";
+  ExpectPyError(PyInt(Value::Str(arabic), "x"), PyErrorKind::kValueError, limit(4301));
+  // The limit is checked before what follows the digits...
+  ExpectPyError(PyInt(Value::Str("-" + arabic + "x"), "x"), PyErrorKind::kValueError, limit(4301));
+  ExpectPyError(PyInt(Value::Str(std::string(4301, '1') + " \u00e9"), "x"),
+                PyErrorKind::kValueError, limit(4301));
+  // ... but after a misplaced underscore, and only on the leading digits.
+  ExpectPyError(PyInt(Value::Str(std::string(4301, '1') + "_"), "x"), PyErrorKind::kValueError,
+                std::string(kInvalidLiteral) + "'" + std::string(199, '1'));
+  ExpectPyError(PyInt(Value::Str(std::string(4301, '1') + "__1"), "x"), PyErrorKind::kValueError,
+                std::string(kInvalidLiteral) + "'" + std::string(199, '1'));
+  ExpectPyError(PyInt(Value::Str("x" + std::string(4301, '1')), "x"), PyErrorKind::kValueError,
+                std::string(kInvalidLiteral) + "'x" + std::string(198, '1'));
+}
+
+TEST(PyIntTest, ReprCutCountsCharactersOfMultiByteText) {
+  std::string accents;
+  for (int i = 0; i < 300; ++i) accents += "\u00e9";
+  std::string expected = std::string(kInvalidLiteral) + "'";
+  for (int i = 0; i < 199; ++i) expected += "\u00e9";
+  ExpectPyError(PyInt(Value::Str(accents), "x"), PyErrorKind::kValueError, expected);
+
+  // Escapes count one character per byte of the escape.
+  std::string separators;
+  for (int i = 0; i < 100; ++i) separators += "\u2028";
+  expected = std::string(kInvalidLiteral) + "'";
+  for (int i = 0; i < 33; ++i) expected += "\\u2028";
+  ExpectPyError(PyInt(Value::Str(separators), "x"), PyErrorKind::kValueError, expected + "\\");
+
+  // Four-byte characters count one each.
+  std::string mixed(150, 'a');
+  for (int i = 0; i < 100; ++i) mixed += "\U0001f600";
+  expected = std::string(kInvalidLiteral) + "'" + std::string(150, 'a');
+  for (int i = 0; i < 49; ++i) expected += "\U0001f600";
+  ExpectPyError(PyInt(Value::Str(mixed), "x"), PyErrorKind::kValueError, expected);
 }
 
 TEST(PyIntTest, NonNumbersRaiseTypeError) {

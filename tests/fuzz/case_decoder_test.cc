@@ -29,6 +29,29 @@ RC_GTEST_PROP(CaseDecoderTest, EveryInputDecodesToACaseFileThatLoadsBack,
   RC_ASSERT(*loaded == *c);
 }
 
+// The structure-aware mutator relies on it: each choice owns the bytes just
+// before the previous choice's, from the end of the input.
+RC_GTEST_PROP(CaseDecoderTest, ChoicesTileTheInputFromItsEnd, (const std::vector<uint8_t>& bytes)) {
+  size_t end = bytes.size();
+  for (const ChoiceSpan& choice : DecodeChoiceSpans(bytes)) {
+    RC_ASSERT(choice.end == end);
+    RC_ASSERT(choice.begin < choice.end);
+    end = choice.begin;
+  }
+}
+
+TEST(CaseDecoderTest, RewritingOneChoiceChangesTheCase) {
+  std::vector<uint8_t> bytes(200, 0x5a);
+  const Case before = *DecodeCase(bytes);
+  const std::vector<ChoiceSpan> spans = DecodeChoiceSpans(bytes);
+  ASSERT_GT(spans.size(), 10u);
+  // The first choice is the mode.
+  for (size_t i = spans[0].begin; i < spans[0].end; ++i) bytes[i] ^= 1;
+  const Case after = *DecodeCase(bytes);
+  EXPECT_NE(after.mode, before.mode);
+  EXPECT_EQ(after.sglang, before.sglang);
+}
+
 TEST(CaseDecoderTest, NoBytesDecodeToTheSimplestCall) {
   absl::StatusOr<Case> c = DecodeCase({});
   ASSERT_TRUE(c.ok()) << c.status();
@@ -43,8 +66,13 @@ void Collect(const ArgLiteral& a, std::set<ArgLiteral::Kind>* kinds, std::set<DT
   kinds->insert(a.kind);
   if (a.kind == ArgLiteral::Kind::kTensor) dtypes->insert(a.tensor.dtype);
   if (a.kind == ArgLiteral::Kind::kFloat && std::isnan(a.f)) *nan = true;
-  if (a.kind == ArgLiteral::Kind::kStr && a.s.find("\u0660") != std::string::npos) {
-    *unicode_digits = true;
+  // A digit of the Arabic-Indic, Devanagari or fullwidth scripts.
+  for (const char* zero : {"\u0660", "\u0966", "\uff10"}) {
+    for (char digit = 0; a.kind == ArgLiteral::Kind::kStr && digit < 10; ++digit) {
+      std::string encoded = zero;
+      encoded.back() = static_cast<char>(encoded.back() + digit);
+      if (a.s.find(encoded) != std::string::npos) *unicode_digits = true;
+    }
   }
   for (const ArgLiteral& item : a.list) Collect(item, kinds, dtypes, nan, unicode_digits);
 }
@@ -56,7 +84,7 @@ TEST(CaseDecoderTest, RandomInputsReachEveryFormTheContractDistinguishes) {
   std::set<DType> dtypes;
   std::set<MetadataSpec::Builder> builders;
   bool nan = false, unicode_digits = false, graph = false, layer = false, hardened = false;
-  for (int i = 0; i < 4000; ++i) {
+  for (int i = 0; i < 8000; ++i) {
     std::vector<uint8_t> bytes(64 + i % 128);
     for (uint8_t& b : bytes) b = static_cast<uint8_t>(random());
     absl::StatusOr<Case> c = DecodeCase(bytes);

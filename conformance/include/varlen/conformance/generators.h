@@ -32,6 +32,7 @@
 #include "rapidcheck.h"
 #include "varlen/backend/backend.h"
 #include "varlen/cases/case.h"
+#include "varlen/cases/correct_call.h"  // SetCorrectCall, OffsetsOf
 
 namespace varlen {
 
@@ -68,18 +69,10 @@ rc::Gen<std::vector<int64_t>> GenSpecialSeqLens(const ForwardLimits& limits = {}
 // profiles, head dim, tokens, sequences).
 rc::Gen<Case> GenForwardCase(const BackendCapabilities& caps, const ForwardLimits& limits = {});
 
-// Sets c->call to the correct arguments for c->geometry in `profile`
-// (prepared metadata or keyword arguments where the profile has both) and
-// expects success.
-void SetCorrectCall(Case* c, Profile profile, bool prepared = false, Entry entry = Entry::kDirect);
-
 // Shrinks `g` until one attention pass fits `max_macs`: first to at most two
 // KV heads (same GQA ratio), then the head dims, then the longest sequences. Deterministic, so a
 // shrunk case stays under the budget.
 void FitBudget(Geometry* g, int64_t max_macs);
-
-// The token offsets [0, l0, l0+l1, ...] of `lengths`.
-std::vector<int64_t> OffsetsOf(const std::vector<int64_t>& lengths);
 
 // How RapidCheck prints counterexamples.
 void showValue(const Geometry& g, std::ostream& os);

@@ -113,7 +113,9 @@ class Kwargs {
 
 // Python's repr() of a str: single quotes unless the text holds a single
 // quote and no double quote; backslash escapes for \\, \n, \r, \t and
-// non-printable bytes.
+// code points that are not str.isprintable() (\xhh, \uhhhh, \Uhhhhhhhh).
+// `text` is UTF-8; a byte that is not part of well-formed UTF-8 stands for
+// U+DC80..U+DCFF, as Python's "surrogateescape" decoding reads it.
 std::string PyStrRepr(absl::string_view text);
 
 // Python's repr() of a float ("5.9", "1e+16", "inf", "nan").
@@ -123,9 +125,14 @@ std::string PyFloatRepr(double value);
 //   bool -> 0/1; float -> truncated toward zero (OverflowError for inf,
 //   ValueError for nan); str -> base-10 literal with optional sign,
 //   surrounding whitespace and single underscores between digits, else
-//   ValueError("invalid literal for int() with base 10: '...'"); None, list,
-//   SingletonCache -> TypeError. Values outside int64 raise OverflowError
-//   (Python ints are unbounded; the backends' C++ entry points are not).
+//   ValueError("invalid literal for int() with base 10: '...'"), and
+//   ValueError for more than 4300 digits (sys.get_int_max_str_digits());
+//   None, list, SingletonCache -> TypeError. Values outside int64 raise
+//   OverflowError (Python ints are unbounded; the backends' C++ entry points
+//   are not).
+// Non-ASCII text is modelled as CPython 3.11 (Unicode 14.0) reads it:
+// decimal digits of any script are digits, Unicode whitespace is space, and
+// the message's repr escapes non-printable code points.
 // A Tensor argument is converted through .item(), as torch does for a
 // one-element tensor.
 absl::StatusOr<int64_t> PyInt(const Value& value, absl::string_view what);

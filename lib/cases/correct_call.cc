@@ -1,0 +1,70 @@
+#include "varlen/cases/correct_call.h"
+
+#include <algorithm>
+
+namespace varlen {
+
+std::vector<int64_t> OffsetsOf(const std::vector<int64_t>& lengths) {
+  std::vector<int64_t> offsets = {0};
+  for (int64_t length : lengths) offsets.push_back(offsets.back() + length);
+  return offsets;
+}
+
+bool ProfileCanCarry(Profile profile, const Geometry& g) {
+  switch (profile) {
+    case Profile::kFlashinferCudnn:
+      return g.head_dim_v == g.head_dim && g.num_heads == g.num_kv_heads;
+    case Profile::kSdpa:
+      return g.head_dim_v == g.head_dim && (g.num_kv_heads == 1 || g.num_kv_heads == g.num_heads);
+    case Profile::kFa3:
+    case Profile::kTritonAttn:
+      return true;
+  }
+  return false;
+}
+
+bool ProfileTakesFusedQkv(Profile profile, const Geometry& g) {
+  return (profile == Profile::kFa3 || profile == Profile::kTritonAttn) &&
+         g.head_dim_v == g.head_dim;
+}
+
+void SetCorrectCall(Case* c, Profile profile, bool prepared, Entry entry) {
+  const Geometry& g = c->geometry;
+  CallSpec& call = c->call;
+  call = CallSpec();
+  call.profile = profile;
+  call.entry = entry;
+  const std::vector<int64_t> offsets = OffsetsOf(g.seq_lens);
+  const ArgLiteral cu = ArgLiteral::IntTensor(offsets, DType::kInt32, Device::kCuda);
+  const int64_t longest =
+      g.seq_lens.empty() ? 0 : *std::max_element(g.seq_lens.begin(), g.seq_lens.end());
+  if (profile == Profile::kFlashinferCudnn) {
+    MetadataSpec m;
+    m.builder = MetadataSpec::Builder::kFlashinferCudnn;
+    m.cu_seqlens = cu;
+    m.elem_per_token = g.num_heads * g.head_dim;
+    call.forward_metadata = m;
+  } else if (profile == Profile::kSdpa) {
+    call.cu_seqlens = cu;
+    call.sdpa.flatten_batch = true;  // one batch item holding every sequence
+  } else if (prepared) {
+    MetadataSpec m;
+    m.builder = MetadataSpec::Builder::kPlain;
+    m.cu_seqlens = cu;
+    call.forward_metadata = m;
+  } else {
+    call.cu_seqlens = cu;
+    call.kwargs.emplace_back("max_seqlen", ArgLiteral::Int(longest));
+  }
+  // A scale other than the default travels as a direct caller passes it: as
+  // a keyword, and to sdpa also at construction (it ignores the keyword).
+  if (g.softmax_scale.has_value() && entry == Entry::kDirect) {
+    call.kwargs.emplace_back("softmax_scale", ArgLiteral::Float(*g.softmax_scale));
+    if (profile == Profile::kSdpa) call.sdpa.softmax_scale = g.softmax_scale;
+  }
+  Expectation e;
+  e.outcome = Expectation::Outcome::kSuccess;
+  c->expect = e;
+}
+
+}  // namespace varlen

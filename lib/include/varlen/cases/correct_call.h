@@ -1,0 +1,40 @@
+// File: varlen/cases/correct_call.h
+// -----------------------------------------------------------------------------
+//
+// The correct call for a geometry: what a well-behaved model passes to each
+// profile. Generated properties and the differential fuzz target start from
+// it, so that whatever they find is the backend's doing, not the caller's.
+
+#ifndef VARLEN_CASES_CORRECT_CALL_H_
+#define VARLEN_CASES_CORRECT_CALL_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "varlen/cases/case.h"
+
+namespace varlen {
+
+// The token offsets [0, l0, l0+l1, ...] of `lengths`.
+std::vector<int64_t> OffsetsOf(const std::vector<int64_t>& lengths);
+
+// Whether a correct call in `profile` can carry geometry `g`:
+// flashinfer_cudnn offsets q, k and v with one per-token width (no GQA, no
+// distinct value head dim); SGLang's sdpa reshapes v with q's head dim and
+// broadcasts one KV head.
+bool ProfileCanCarry(Profile profile, const Geometry& g);
+
+// Whether q, k and v may be views of one fused projection output
+// (QLayout::kFusedQkv) in a correct call: the kernels that read strides
+// (fa3, triton_attn), with one head dim for q, k and v.
+bool ProfileTakesFusedQkv(Profile profile, const Geometry& g);
+
+// Sets c->call to the correct arguments for c->geometry in `profile`
+// (prepared metadata or keyword arguments where the profile has both; a
+// scale other than the default as a direct caller passes it) and expects
+// success.
+void SetCorrectCall(Case* c, Profile profile, bool prepared = false, Entry entry = Entry::kDirect);
+
+}  // namespace varlen
+
+#endif  // VARLEN_CASES_CORRECT_CALL_H_
