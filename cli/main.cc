@@ -134,12 +134,14 @@ bool CheckFlagNames(int argc, char** argv, std::string* unknown) {
 }
 
 std::string CapabilitiesText(const BackendCapabilities& caps) {
-  std::vector<std::string> dtypes;
+  std::vector<std::string> dtypes, profiles;
   for (DType d : caps.input_dtypes) dtypes.emplace_back(DTypeName(d));
+  for (Profile p : caps.profiles) profiles.emplace_back(ProfileName(p));
   return absl::StrCat("dtypes ", absl::StrJoin(dtypes, "/"), ", head_dim <= ", caps.max_head_dim,
                       ", GQA ", caps.grouped_query_attention ? "yes" : "no",
                       ", head_dim_v != head_dim ", caps.distinct_value_head_dim ? "yes" : "no",
-                      ", device ", caps.device);
+                      ", device ", caps.device, ", profiles ",
+                      profiles.empty() ? "all" : absl::StrJoin(profiles, "/"));
 }
 
 int ListBackends() {

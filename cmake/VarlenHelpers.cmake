@@ -6,8 +6,11 @@ option(VARLEN_WERROR "Treat warnings in varlen's own code as errors" ${PROJECT_I
 
 set(VARLEN_WARNING_FLAGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor
     -Wimplicit-fallthrough)
+# nvcc's own warnings, and the host compiler's on the host side of .cu files.
+set(VARLEN_CUDA_WARNING_FLAGS -Xcompiler=-Wall,-Wextra)
 if(VARLEN_WERROR)
   list(APPEND VARLEN_WARNING_FLAGS -Werror)
+  list(APPEND VARLEN_CUDA_WARNING_FLAGS -Werror=all-warnings -Xcompiler=-Werror)
 endif()
 
 option(VARLEN_LIBFUZZER "Link fuzz targets to a fuzzing engine (libFuzzer unless told otherwise)" OFF)
@@ -21,7 +24,7 @@ if(VARLEN_LIBFUZZER)
     message(FATAL_ERROR "VARLEN_LIBFUZZER needs clang (the \"fuzz\" preset sets it)")
   endif()
   if(VARLEN_FUZZING_ENGINE STREQUAL "-fsanitize=fuzzer")
-    add_compile_options(-fsanitize=fuzzer-no-link)
+    add_compile_options($<$<COMPILE_LANGUAGE:CXX>:-fsanitize=fuzzer-no-link>)
   endif()
 endif()
 
@@ -43,7 +46,9 @@ if(VARLEN_SANITIZE)
   add_compile_options(-UNDEBUG)
   set(_varlen_san -fsanitize=address,undefined -fno-sanitize-recover=all
       -fno-omit-frame-pointer)
-  add_compile_options(${_varlen_san})
+  # nvcc takes its host compiler's flags through -Xcompiler; device code is
+  # not instrumented (the CUDA objects link into sanitized binaries as is).
+  add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:${_varlen_san}>")
   add_link_options(${_varlen_san})
 endif()
 
@@ -55,7 +60,9 @@ function(varlen_cc_library)
   add_library(${target} ${ARG_SRCS})
   add_library(varlen::${ARG_NAME} ALIAS ${target})
   set_target_properties(${target} PROPERTIES EXPORT_NAME ${ARG_NAME})
-  target_compile_options(${target} PRIVATE ${VARLEN_WARNING_FLAGS})
+  target_compile_options(${target} PRIVATE
+    "$<$<COMPILE_LANGUAGE:CXX>:${VARLEN_WARNING_FLAGS}>"
+    "$<$<COMPILE_LANGUAGE:CUDA>:${VARLEN_CUDA_WARNING_FLAGS}>")
   target_compile_features(${target} PUBLIC cxx_std_20)
   target_include_directories(${target} PUBLIC ${ARG_INCLUDES})
   target_link_libraries(${target} PUBLIC ${ARG_DEPS} PRIVATE ${ARG_PRIVATE_DEPS})

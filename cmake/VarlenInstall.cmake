@@ -5,7 +5,11 @@
 include(CMakePackageConfigHelpers)
 
 set(_varlen_targets varlen_core varlen_contract varlen_backend varlen_reference varlen_flash
-    varlen_cases varlen_backends)
+    varlen_cuda_plan varlen_cudnn_graph_cache varlen_cases varlen_backends)
+set(VARLEN_EXPORTS_CUDA ${VARLEN_ENABLE_CUDA})
+if(VARLEN_ENABLE_CUDA)
+  list(APPEND _varlen_targets varlen_cuda_kernels)
+endif()
 set(VARLEN_EXPORTS_CONFORMANCE ${VARLEN_BUILD_CONFORMANCE})
 if(VARLEN_BUILD_CONFORMANCE)
   list(APPEND _varlen_targets varlen_conformance varlen_rapidcheck)

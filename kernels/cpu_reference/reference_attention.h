@@ -38,6 +38,21 @@ void ReferenceAttention(const VarlenAttentionParams& params, ReferencePrecision 
 void FastReferenceAttention(const VarlenAttentionParams& params, ReferencePrecision precision,
                             int threads = 0);
 
+// The same two arithmetics on a GPU (kernels/cuda/reference_forward.cu), for
+// cases over the CPU budget: one thread block per query row, float64 (or
+// the emulation's float32) accumulation. OK when this build has CUDA and
+// the machine a usable device; Unavailable with the reason otherwise.
+absl::Status GpuReferenceAvailable();
+
+// Like ReferenceAttention, on the current device (params point at host
+// memory; they are copied there and back). It takes float32, float16 and
+// bfloat16 inputs (kept exact as float in shared memory) and head dims up
+// to kGpuReferenceMaxHeadDim.
+// REQUIRES: GpuReferenceAvailable().ok().
+inline constexpr int kGpuReferenceMaxHeadDim = 256;
+absl::Status GpuReferenceAttention(const VarlenAttentionParams& params,
+                                   ReferencePrecision precision);
+
 }  // namespace varlen
 
 #endif  // VARLEN_KERNELS_CPU_REFERENCE_REFERENCE_ATTENTION_H_

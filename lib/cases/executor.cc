@@ -271,7 +271,11 @@ absl::string_view VerdictName(Verdict verdict) {
 CaseRunner::CaseRunner(Case c, RunOptions options)
     : case_(std::move(c)),
       options_(options),
-      forward_(options.allow_forward && FitsForwardBudget(case_.geometry, options.budget)),
+      oracle_device_(options.allow_forward
+                         ? OracleDeviceFor(case_.geometry, options.budget)
+                         : absl::StatusOr<OracleDevice>(
+                               absl::FailedPreconditionError("forward runs disabled"))),
+      forward_(oracle_device_.ok()),
       qkv_(forward_ ? SynthesizeQkv(case_) : ShapeOnlyQkv(case_)) {}
 
 const Reference& CaseRunner::GetReference() {
@@ -283,7 +287,7 @@ const Reference& CaseRunner::GetReference() {
     if (!g.softmax_scale.has_value()) {
       g.softmax_scale = DefaultSoftmaxScale(case_.call.profile, g.head_dim);
     }
-    reference_ = ComputeReference(g, qkv_.q, qkv_.k, qkv_.v);
+    reference_ = ComputeReference(g, qkv_.q, qkv_.k, qkv_.v, *oracle_device_);
   }
   return *reference_;
 }
@@ -327,11 +331,7 @@ void CaseRunner::Execute(const Backend& backend, Outcome* outcome) {
   if (!outcome->resolution->status.ok()) return raised(outcome->resolution->status, "resolution");
   if (!forward_) {
     outcome->resolution_only_reason =
-        options_.allow_forward
-            ? absl::StrCat("resolution only: the geometry exceeds the CPU budget (",
-                           AttentionMacs(case_.geometry), " multiply-adds, ",
-                           TensorElements(case_.geometry), " elements)")
-            : "resolution only: forward runs disabled";
+        absl::StrCat("resolution only: ", oracle_device_.status().message());
     outcome->observed = Observed::kSuccess;
     return;
   }
@@ -362,10 +362,12 @@ void CaseRunner::Execute(const Backend& backend, Outcome* outcome) {
   }
   // Wrong arguments can ask a kernel for far more work than the ground truth
   // needs (a missing mask over a long batch): that is not run on a CPU.
-  if (const double macs = KernelMacs(params); macs > static_cast<double>(options_.budget.macs)) {
+  const bool on_gpu = backend.capabilities().device == "cuda";
+  const int64_t kernel_budget = on_gpu ? kGpuForwardBudget.macs : options_.budget.macs;
+  if (const double macs = KernelMacs(params); macs > static_cast<double>(kernel_budget)) {
     return unsupported(absl::ResourceExhaustedError(
-        absl::StrFormat("the kernel would compute %.3g multiply-adds, over the CPU budget of %d",
-                        macs, options_.budget.macs)));
+        absl::StrFormat("the kernel would compute %.3g multiply-adds, over the %s budget of %d",
+                        macs, on_gpu ? "GPU" : "CPU", kernel_budget)));
   }
 
   PoisonOutput(kernel->output());
@@ -373,7 +375,9 @@ void CaseRunner::Execute(const Backend& backend, Outcome* outcome) {
   if (!ran.ok()) return raised(ran, "backend");  // reported, never judged as numbers
   kernel->ApplyEpilogue();
   const Tensor output = kernel->PackedOutput();
-  outcome->numerics = JudgeOutput(case_.geometry, GetReference(), output, options_.tolerance);
+  const Reference& reference = GetReference();
+  if (!reference.status.ok()) return raised(reference.status, "reference");
+  outcome->numerics = JudgeOutput(case_.geometry, reference, output, options_.tolerance);
   if (options_.keep_output) outcome->output = output;
   outcome->observed = outcome->numerics->passed ? Observed::kSuccess : Observed::kCorruption;
 }

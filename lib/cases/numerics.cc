@@ -1,5 +1,6 @@
 #include "varlen/cases/numerics.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -41,11 +42,16 @@ bool IsPoisoned(const Tensor& t, int64_t i) {
 }
 
 std::vector<double> RunReference(const Geometry& g, const Tensor& q, const Tensor& k,
-                                 const Tensor& v, DType output_dtype,
-                                 ReferencePrecision precision) {
+                                 const Tensor& v, DType output_dtype, ReferencePrecision precision,
+                                 OracleDevice device, absl::Status* status) {
   KernelCall call = BindGroundTruth(FlattenBatch(q), FlattenBatch(k), FlattenBatch(v), g.seq_lens,
                                     g.scale(), output_dtype);
-  if (precision == ReferencePrecision::kEmulated && g.dtype == DType::kFloat64) {
+  if (device == OracleDevice::kGpu) {
+    if (absl::Status ran = GpuReferenceAttention(call.params(), precision); !ran.ok()) {
+      status->Update(ran);
+      return {};
+    }
+  } else if (precision == ReferencePrecision::kEmulated && g.dtype == DType::kFloat64) {
     // A float64 kernel computes what the oracle computes, in its own order:
     // the naive loop's sums stand for it, so the bound is float64 noise
     // rather than zero.
@@ -68,10 +74,34 @@ bool SameNonFinite(double actual, double expected) {
 
 }  // namespace
 
-Reference ComputeReference(const Geometry& g, const Tensor& q, const Tensor& k, const Tensor& v) {
+absl::StatusOr<OracleDevice> OracleDeviceFor(const Geometry& g, const ForwardBudget& cpu_budget) {
+  if (FitsForwardBudget(g, cpu_budget)) return OracleDevice::kCpu;
+  const std::string size =
+      absl::StrCat(AttentionMacs(g), " multiply-adds, ", TensorElements(g), " elements");
+  if (!FitsForwardBudget(g, kGpuForwardBudget)) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the geometry exceeds the CPU and the GPU budgets (", size, ")"));
+  }
+  if (g.dtype == DType::kFloat64 || std::max(g.head_dim, g.head_dim_v) > kGpuReferenceMaxHeadDim) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the geometry exceeds the CPU budget (", size, ") and the GPU oracle takes neither ",
+        "float64 inputs nor head dims over ", kGpuReferenceMaxHeadDim));
+  }
+  if (absl::Status gpu = GpuReferenceAvailable(); !gpu.ok()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the geometry exceeds the CPU budget (", size,
+                     ") and no GPU oracle runs here: ", gpu.message()));
+  }
+  return OracleDevice::kGpu;
+}
+
+Reference ComputeReference(const Geometry& g, const Tensor& q, const Tensor& k, const Tensor& v,
+                           OracleDevice device) {
   Reference r;
-  r.oracle = RunReference(g, q, k, v, DType::kFloat64, ReferencePrecision::kFloat64);
-  r.emulated = RunReference(g, q, k, v, g.dtype, ReferencePrecision::kEmulated);
+  r.oracle =
+      RunReference(g, q, k, v, DType::kFloat64, ReferencePrecision::kFloat64, device, &r.status);
+  r.emulated = RunReference(g, q, k, v, g.dtype, ReferencePrecision::kEmulated, device, &r.status);
+  if (!r.status.ok()) return r;
   double noise = 0.0;
   for (size_t i = 0; i < r.oracle.size(); ++i) {
     // Non-finite elements are judged by kind, not by size.

@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "kernels/common/elements.h"
 #include "nlohmann/json.hpp"
+#include "reference_attention.h"
 #include "varlen/backend/backend.h"
 #include "varlen/backend/params.h"
 #include "varlen/backend/registry.h"
@@ -477,6 +478,7 @@ TEST(ExecutorTest, ResolvedExpectationWithoutAResolutionFails) {
 // Resolution only and unsupported
 
 TEST(ExecutorTest, GeometryOverTheBudgetRunsResolutionOnly) {
+  if (GpuReferenceAvailable().ok()) GTEST_SKIP() << "a GPU runs this geometry's oracle here";
   const Case c = ParseOrDie(json::parse(R"({
     "name": "fa3-over-budget",
     "source": "unit test",
@@ -495,14 +497,33 @@ TEST(ExecutorTest, GeometryOverTheBudgetRunsResolutionOnly) {
   EXPECT_EQ(o.observed, Observed::kSuccess);
   EXPECT_EQ(o.verdict, Verdict::kPass);
   // 20000^2 * 16 * 128 multiply-adds; 20000 * (16 + 16) * 128 elements.
-  EXPECT_EQ(o.resolution_only_reason,
-            "resolution only: the geometry exceeds the CPU budget (819200000000 multiply-adds, "
-            "81920000 elements)");
+  EXPECT_THAT(o.resolution_only_reason,
+              StartsWith("resolution only: the geometry exceeds the CPU budget (819200000000 "
+                         "multiply-adds, 81920000 elements) and no GPU oracle runs here: "));
   EXPECT_FALSE(o.numerics.has_value());
   EXPECT_TRUE(o.kernel.empty());
   EXPECT_EQ(OutcomeToJson(c, "x.json", o)["resolution_only"], o.resolution_only_reason);
   EXPECT_THAT(FormatOutcomeText(c, "x.json", o),
               HasSubstr("  outcome:    success (resolution only: the geometry exceeds"));
+}
+
+TEST(ExecutorTest, GeometryOverBothBudgetsRunsResolutionOnlyEverywhere) {
+  const Case c = ParseOrDie(json::parse(R"({
+    "name": "fa3-over-both-budgets",
+    "source": "unit test",
+    "mode": "faithful",
+    "geometry": {"seq_lens": [2000000], "num_heads": 16, "head_dim": 64, "dtype": "bfloat16"},
+    "call": {
+      "profile": "fa3",
+      "cu_seqlens": {"tensor": [0, 2000000], "dtype": "int32", "device": "cuda"},
+      "kwargs": {"max_seqlen": 2000000}
+    }
+  })"));
+  const Outcome o = RunCase(c, Reference());
+  EXPECT_EQ(o.observed, Observed::kSuccess);
+  EXPECT_EQ(o.resolution_only_reason,
+            "resolution only: the geometry exceeds the CPU and the GPU budgets "
+            "(8192000000000000 multiply-adds, 8192000000 elements)");
 }
 
 TEST(ExecutorTest, ForwardRunsCanBeDisabled) {

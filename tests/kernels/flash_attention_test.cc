@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/common/elements.h"
+#include "support/kernel_cases.h"
 #include "varlen/backend/bind.h"
 #include "varlen/backend/registry.h"
 #include "varlen/cases/executor.h"
@@ -28,21 +29,7 @@ const Backend& CpuFlash() { return *FindBackend("cpu_flash"); }
 
 Case MakeCase(std::vector<int64_t> lengths, int64_t heads, int64_t kv_heads, int64_t dim,
               int64_t dim_v, DType dtype, uint64_t seed) {
-  Case c;
-  c.name = "flash";
-  c.source = "test";
-  c.geometry.seq_lens = std::move(lengths);
-  c.geometry.num_heads = heads;
-  c.geometry.num_kv_heads = kv_heads;
-  c.geometry.head_dim = dim;
-  c.geometry.head_dim_v = dim_v;
-  c.geometry.dtype = dtype;
-  c.data.seed = seed;
-  std::vector<int64_t> offsets = {0};
-  for (int64_t n : c.geometry.seq_lens) offsets.push_back(offsets.back() + n);
-  c.call.profile = Profile::kFa3;
-  c.call.cu_seqlens = ArgLiteral::IntTensor(offsets, DType::kInt32, Device::kCuda);
-  return c;
+  return test::KernelCase(std::move(lengths), heads, kv_heads, dim, dim_v, dtype, seed);
 }
 
 TEST(FlashAttentionTest, MatchesTheOracleAroundTileBoundaries) {

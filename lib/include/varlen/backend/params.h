@@ -19,11 +19,17 @@
 #ifndef VARLEN_BACKEND_PARAMS_H_
 #define VARLEN_BACKEND_PARAMS_H_
 
-#include <algorithm>
 #include <cstdint>
 
 #include "absl/status/status.h"
 #include "varlen/core/dtype.h"
+
+// SequenceAt and KvHeadFor also run inside CUDA kernels (kernels/cuda).
+#if defined(__CUDACC__)
+#define VARLEN_HOST_DEVICE __host__ __device__
+#else
+#define VARLEN_HOST_DEVICE
+#endif
 
 namespace varlen {
 
@@ -73,9 +79,13 @@ struct SequenceView {
 // A tensor the sequence does not touch (q and o without rows, k and v
 // without keys) gets offset 0: the bounds check never validated its offset,
 // so no kernel may compute an address from it.
-inline SequenceView SequenceAt(const VarlenAttentionParams& p, int b) {
-  const int64_t rows = std::max<int64_t>(0, std::min(p.seqlen_q[b], p.max_rows_q));
-  const int64_t keys = std::max<int64_t>(0, std::min(p.seqlen_k[b], p.max_keys));
+VARLEN_HOST_DEVICE inline SequenceView SequenceAt(const VarlenAttentionParams& p, int b) {
+  const auto clamp = [](int64_t length, int64_t bound) -> int64_t {
+    const int64_t n = length < bound ? length : bound;
+    return n > 0 ? n : 0;
+  };
+  const int64_t rows = clamp(p.seqlen_q[b], p.max_rows_q);
+  const int64_t keys = clamp(p.seqlen_k[b], p.max_keys);
   return {rows > 0 ? p.q_start[b] : 0,
           keys > 0 ? p.k_start[b] : 0,
           keys > 0 ? p.v_start[b] : 0,
@@ -85,7 +95,7 @@ inline SequenceView SequenceAt(const VarlenAttentionParams& p, int b) {
 }
 
 // The KV head that query head `h` reads under GQA.
-inline int KvHeadFor(const VarlenAttentionParams& p, int h) {
+VARLEN_HOST_DEVICE inline int KvHeadFor(const VarlenAttentionParams& p, int h) {
   return h / (p.num_heads_q / p.num_heads_kv);
 }
 

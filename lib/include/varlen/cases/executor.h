@@ -12,7 +12,9 @@
 //   4. judge the output against the float64 oracle of the ground-truth
 //      geometry, and the whole outcome against the case's expectation.
 //
-// Geometries over the CPU budget (limits.h) stop after step 2.
+// Geometries over the CPU budget (limits.h) stop after step 2, unless a GPU
+// can run the oracle (a CUDA build on a machine with a device): then they
+// run forward up to the GPU budget.
 //
 // Example:
 //   CaseRunner runner(c);
@@ -97,6 +99,7 @@ class CaseRunner {
 
   Case case_;
   RunOptions options_;
+  absl::StatusOr<OracleDevice> oracle_device_;  // an error: resolution only, and why
   bool forward_;
   QkvTensors qkv_;
   std::optional<Reference> reference_;

@@ -39,6 +39,12 @@ int64_t AttentionMacs(const Geometry& g);
 int64_t TensorElements(const Geometry& g);
 bool FitsForwardBudget(const Geometry& g, const ForwardBudget& budget = {});
 
+// With a GPU (a CUDA build on a machine with a device) the oracle and the
+// emulation run there, and geometries beyond the CPU budget run forward up
+// to this one: vision batches of tens of thousands of tokens per image.
+inline constexpr ForwardBudget kGpuForwardBudget{.macs = 20'000'000'000'000,
+                                                 .elements = 2'000'000'000};
+
 }  // namespace varlen
 
 #endif  // VARLEN_CASES_LIMITS_H_

@@ -28,7 +28,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "varlen/cases/case.h"
+#include "varlen/cases/limits.h"
 #include "varlen/core/tensor.h"
 
 namespace varlen {
@@ -44,10 +47,19 @@ struct Reference {
   std::vector<double> emulated;  // the same-precision emulation
   double emulation_error = 0.0;  // max |emulated - oracle|
   double noise_floor = 0.0;
+  absl::Status status;  // not OK when a GPU run of the oracle failed
 };
 
+// Where the oracle of a geometry runs: the CPU within `cpu_budget`; beyond
+// it a GPU, when this build has CUDA, the machine a device, and the
+// geometry fits kGpuForwardBudget; otherwise nowhere (resolution only),
+// with the reason.
+enum class OracleDevice { kCpu, kGpu };
+absl::StatusOr<OracleDevice> OracleDeviceFor(const Geometry& g, const ForwardBudget& cpu_budget);
+
 // REQUIRES: q, k, v hold data for c's geometry ([T, H, D] or [b, s, H, D]).
-Reference ComputeReference(const Geometry& g, const Tensor& q, const Tensor& k, const Tensor& v);
+Reference ComputeReference(const Geometry& g, const Tensor& q, const Tensor& k, const Tensor& v,
+                           OracleDevice device = OracleDevice::kCpu);
 
 struct ElementLocation {
   int64_t sequence = -1;
