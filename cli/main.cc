@@ -1,6 +1,7 @@
 // The varlen command.
 //
-//   varlen repro FILE|DIR... [--backend=NAME|all] [--sglang=VERSION|all] [--json] [--brief]
+//   varlen repro FILE|DIR... [--backend=NAME[,NAME...]|all] [--sglang=VERSION|all] [--json]
+//   [--brief]
 //                [--save=DIR]
 //       Runs each case on each chosen backend and prints, per run, what was
 //       passed, what resolution did, the outcome and the verdict, then one
@@ -9,7 +10,10 @@
 //       modelled version and prints where the outcome differs between them.
 //       Exit status: 0 when every case met its expectation, 1 when any did
 //       not, 2 for an unreadable or invalid case file or a usage error.
-//       --backend also accepts the name of a mutant (see mutants).
+//       --backend also accepts the name of a mutant (see mutants). Backends
+//       that count something across runs (the cudnn backend's graph cache:
+//       graph_builds, graph_hits) report it on a "counters:" line, and in
+//       --json under "backend_counters".
 //   varlen backends
 //       Lists the backends with their capabilities and availability.
 //   varlen check [--backends=A,B] [--tier=smoke|full|nightly] [--report=DIR] [--corpus=DIR]
@@ -68,7 +72,8 @@
 #include "varlen/conformance/check.h"
 #endif
 
-ABSL_FLAG(std::string, backend, "all", "backend to run the cases on, or \"all\" available ones");
+ABSL_FLAG(std::string, backend, "all",
+          "backends to run the cases on (comma-separated), or \"all\" available ones");
 ABSL_FLAG(bool, json, false, "print one JSON document instead of text");
 ABSL_FLAG(bool, brief, false, "one line per run; full reports only for failures");
 ABSL_FLAG(std::string, save, "",
@@ -97,8 +102,8 @@ constexpr int kExitInvalid = 2;
 
 constexpr absl::string_view kUsage =
     "usage:\n"
-    "  varlen repro FILE|DIR... [--backend=NAME|all] [--sglang=VERSION|all] [--json] [--brief]\n"
-    "               [--save=DIR]\n"
+    "  varlen repro FILE|DIR... [--backend=NAME[,NAME...]|all] [--sglang=VERSION|all] [--json]\n"
+    "               [--brief] [--save=DIR]\n"
     "  varlen backends\n"
     "  varlen check [--backends=A,B] [--tier=smoke|full|nightly] [--report=DIR] [--corpus=DIR]\n"
     "               [--expectations=FILE]\n"
@@ -185,6 +190,27 @@ absl::Status SaveInputs(const std::string& dir, CaseRunner& runner) {
                   runner.reference().oracle, {g.total_tokens(), g.num_heads, g.head_dim_v});
 }
 
+// What each backend counted (a graph cache's builds and hits), for the
+// backends that count anything: {"cudnn": {"graph_builds": 3, ...}}.
+nlohmann::ordered_json BackendCounters(const std::vector<const Backend*>& backends) {
+  nlohmann::ordered_json counters = nlohmann::ordered_json::object();
+  for (const Backend* backend : backends) {
+    for (const BackendCounter& counter : backend->counters()) {
+      counters[std::string(backend->name())][counter.name] = counter.value;
+    }
+  }
+  return counters;
+}
+
+// "counters: cudnn graph_builds=3 graph_hits=5", or nothing.
+void PrintCounters(const nlohmann::ordered_json& counters) {
+  for (const auto& [backend, values] : counters.items()) {
+    std::cout << "counters: " << backend;
+    for (const auto& [name, value] : values.items()) std::cout << " " << name << "=" << value;
+    std::cout << "\n";
+  }
+}
+
 int Repro(const std::vector<std::string>& paths) {
   if (paths.empty()) return UsageError("repro needs at least one case file or directory");
   std::vector<const Backend*> backends;
@@ -193,15 +219,20 @@ int Repro(const std::vector<std::string>& paths) {
     for (const Backend* b : AllBackends()) {
       if (b->Available().ok()) backends.push_back(b);
     }
-  } else if (const Backend* b = FindBackend(chosen)) {
-    backends.push_back(b);
-  } else if (const Backend* mutant = FindMutant(chosen)) {
-    backends.push_back(mutant);
   } else {
-    std::vector<std::string> names;
-    for (const Backend* known : AllBackends()) names.emplace_back(known->name());
-    return UsageError(absl::StrCat("no backend named \"", chosen,
-                                   "\" (known: ", absl::StrJoin(names, ", "), ")"));
+    for (absl::string_view name : absl::StrSplit(chosen, ',', absl::SkipEmpty())) {
+      if (const Backend* b = FindBackend(name)) {
+        backends.push_back(b);
+      } else if (const Backend* mutant = FindMutant(name)) {
+        backends.push_back(mutant);
+      } else {
+        std::vector<std::string> names;
+        for (const Backend* known : AllBackends()) names.emplace_back(known->name());
+        return UsageError(absl::StrCat("no backend named \"", name,
+                                       "\" (known: ", absl::StrJoin(names, ", "), ")"));
+      }
+    }
+    if (backends.empty()) return UsageError("--backend names no backend");
   }
 
   absl::StatusOr<std::vector<std::string>> files = ListCaseFiles(paths);
@@ -330,10 +361,12 @@ int Repro(const std::vector<std::string>& paths) {
       doc["version_differences"] = differences;
       doc["summary"]["versions"] = versions_summary;
     }
+    doc["backend_counters"] = BackendCounters(backends);
     std::cout << doc.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
   } else {
     std::cout << "summary: " << summary << "\n";
     if (compare_versions) std::cout << "versions: " << versions_summary << "\n";
+    PrintCounters(BackendCounters(backends));
   }
   return failed == 0 ? kExitOk : kExitFailed;
 }
@@ -381,6 +414,11 @@ int Check() {
   }
   std::cout << "summary: " << report->items.size() << " checks on " << report->backends.size()
             << " backends, tier " << TierName(options.tier) << ": " << failed << " failed\n";
+  std::vector<const Backend*> checked;
+  for (const std::string& name : report->backends) {
+    if (const Backend* backend = FindBackend(name); backend != nullptr) checked.push_back(backend);
+  }
+  PrintCounters(BackendCounters(checked));
   return report->passed() ? kExitOk : kExitFailed;
 }
 

@@ -41,7 +41,7 @@ def report(out, gpu, driver, commit):
     torch = load_json(os.path.join(out, "torch.json")) or {"available": False}
     peak = torch.get("bf16_peak_tflops") if torch.get("available") else None
     lines = [
-        "# The cuda backend on a GPU",
+        "# The cuda and cudnn backends on a GPU",
         "",
         f"Written by `scripts/gpu-check` on {datetime.date.today().isoformat()}.",
         "",
@@ -60,10 +60,17 @@ def report(out, gpu, driver, commit):
         lines.append(f"| {name} | {status} | {seconds} | {detail} |")
     lines += [
         "",
-        "## Throughput (bfloat16, 16 heads, the kernel alone, CUDA events, median)",
+        "## Throughput (bfloat16, 16 heads, each kernel alone, CUDA events, median)",
         "",
-        "| shape | correct | cuda ms | TFLOP/s | % of peak | torch SDPA ms | cuda time / SDPA time |",
-        "|---|---|---|---|---|---|---|",
+        "cuda is our kernel; cudnn is cuDNN's SDPA graph (ragged offsets, padding mask) "
+        "on the same shapes and data layout; the ratios are times measured side by side "
+        "in one run (below 1: ours is faster). max |cuda - cudnn| compares the two "
+        "backends' outputs of the same case data."
+        + (f" cuDNN not run: {bench['cudnn']}." if bench.get("cudnn") else ""),
+        "",
+        "| shape | cuda correct | cuda ms | TFLOP/s | % of peak | cudnn correct | cudnn ms "
+        "| cuda time / cudnn time | max \\|cuda - cudnn\\| | torch SDPA ms | cuda time / SDPA time |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     sdpa = {s["name"]: s["sdpa_ms"] for s in torch.get("shapes", [])}
     for s in bench.get("shapes", []):
@@ -71,13 +78,24 @@ def report(out, gpu, driver, commit):
         frac = f"{100 * tflops / peak:.1f} %" if peak and ms > 0 else "n/a"
         torch_ms = sdpa.get(s["name"])
         ratio = f"{ms / torch_ms:.2f}" if torch_ms and ms > 0 else "n/a"
+        c = s.get("cudnn") or {}
+        if c:
+            cudnn_cells = (
+                f"{'PASS' if c['correct'] else 'FAIL: ' + c['error']} | {c['ms']:.3f} | "
+                + (f"{c['our_time_over_cudnn']:.2f}" if c["our_time_over_cudnn"] > 0 else "n/a")
+                + " | "
+                + (f"{c['max_difference_from_cuda']:.3g}"
+                   if c.get("max_difference_from_cuda") is not None else "n/a")
+            )
+        else:
+            cudnn_cells = "n/a | n/a | n/a | n/a"
         lines.append(
             f"| {s['name']} | {'PASS' if s['correct'] else 'FAIL: ' + s['error']} | "
-            f"{ms:.3f} | {tflops:.1f} | {frac} | "
+            f"{ms:.3f} | {tflops:.1f} | {frac} | {cudnn_cells} | "
             f"{f'{torch_ms:.3f}' if torch_ms else 'n/a'} | {ratio} |"
         )
     if not bench:
-        lines.append("| (the benchmark did not run) | | | | | | |")
+        lines.append("| (the benchmark did not run) | | | | | | | | | | |")
     lines.append("")
     path = os.path.join(out, "gpu-check.md")
     with open(path, "w") as f:

@@ -98,6 +98,7 @@ std::vector<Mutant> FlashMutants() {
 std::vector<Mutant> AllMutants() {
   std::vector<Mutant> mutants = FlashMutants();
   for (Mutant& m : ResolverMutants()) mutants.push_back(std::move(m));
+  for (Mutant& m : CacheMutants()) mutants.push_back(std::move(m));
   return mutants;
 }
 

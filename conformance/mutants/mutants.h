@@ -4,7 +4,9 @@
 //
 // A kernel mutant is the cpu_flash kernel with one realistic bug switched
 // on (FlashBug); a resolver mutant is the correct kernel behind argument
-// handling with one realistic bug (Backend::ResolveCall). A mutant is killed
+// handling with one realistic bug (Backend::ResolveCall); a cache mutant is
+// the correct kernel behind a graph cache keyed on too few fields, which only
+// a call made after a slightly different one shows. A mutant is killed
 // when a property, or else a corpus case, fails on it; AnalyzeMutants
 // records which, after how many executions and seconds.
 
@@ -31,7 +33,10 @@ struct Mutant {
 std::vector<Mutant> FlashMutants();
 // The argument-handling mutants ("resolver_<bug>", resolver_mutants.cc).
 std::vector<Mutant> ResolverMutants();
-// Both, kernel mutants first.
+// The graph-cache mutants ("cache_<bug>", cache_mutants.cc). Each call
+// makes fresh ones, with empty caches.
+std::vector<Mutant> CacheMutants();
+// All of them: kernel mutants, then resolver and cache mutants.
 std::vector<Mutant> AllMutants();
 
 // A way another project generates its test inputs, for the same Numerics

@@ -47,8 +47,8 @@ absl::Status CudaDeviceUsable() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<void*> DeviceParams::Copy(const void* host, size_t bytes) {
-  if (host == nullptr || bytes == 0) return nullptr;
+absl::StatusOr<void*> DeviceParams::Allocate(size_t bytes) {
+  if (bytes == 0) return nullptr;
   void* device = nullptr;
   if (absl::Status s =
           CudaStatus(cudaMalloc(&device, bytes), absl::StrCat("cudaMalloc(", bytes, ")"));
@@ -56,12 +56,19 @@ absl::StatusOr<void*> DeviceParams::Copy(const void* host, size_t bytes) {
     return s;
   }
   buffers_.emplace_back(device);
-  if (absl::Status s = CudaStatus(cudaMemcpy(device, host, bytes, cudaMemcpyHostToDevice),
+  return device;
+}
+
+absl::StatusOr<void*> DeviceParams::Copy(const void* host, size_t bytes) {
+  if (host == nullptr || bytes == 0) return nullptr;
+  absl::StatusOr<void*> device = Allocate(bytes);
+  if (!device.ok()) return device.status();
+  if (absl::Status s = CudaStatus(cudaMemcpy(*device, host, bytes, cudaMemcpyHostToDevice),
                                   "cudaMemcpy to device");
       !s.ok()) {
     return s;
   }
-  return device;
+  return *device;
 }
 
 absl::StatusOr<DeviceParams> DeviceParams::Upload(const VarlenAttentionParams& host) {

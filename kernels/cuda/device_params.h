@@ -40,12 +40,16 @@ class DeviceParams {
   // Copies the device output back into host.o (synchronizes).
   absl::Status DownloadOutput(const VarlenAttentionParams& host) const;
 
+  // More device memory that lives as long as these params (a backend's own
+  // arguments, a workspace). Both return nullptr for 0 bytes.
+  absl::StatusOr<void*> Allocate(size_t bytes);
+  absl::StatusOr<void*> Copy(const void* host, size_t bytes);
+
  private:
   struct Free {
     void operator()(void* p) const { cudaFree(p); }
   };
   using Buffer = std::unique_ptr<void, Free>;
-  absl::StatusOr<void*> Copy(const void* host, size_t bytes);
 
   VarlenAttentionParams device_;
   std::vector<Buffer> buffers_;

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "varlen/cases/limits.h"
 
 namespace varlen {
@@ -467,7 +468,7 @@ absl::StatusOr<Case> ReadCase(const json& j) {
   VARLEN_ASSIGN_OR_RETURN(ObjectReader r,
                           ObjectReader::Open(j, "$",
                                              {"name", "source", "description", "sglang", "mode",
-                                              "geometry", "data", "call", "expect"}));
+                                              "geometry", "data", "call", "warmup", "expect"}));
   Case c;
   VARLEN_ASSIGN_OR_RETURN(const json* name, r.Required("name"));
   VARLEN_ASSIGN_OR_RETURN(c.name, ReadString(*name, r.Path("name")));
@@ -492,6 +493,34 @@ absl::StatusOr<Case> ReadCase(const json& j) {
     VARLEN_ASSIGN_OR_RETURN(c.expect, ReadExpectation(*expect, r.Path("expect")));
   }
   return c;
+}
+
+// "$.geometry.dtype: ..." of warmup call `i` -> "$.warmup[i].geometry.dtype: ...".
+absl::Status InWarmup(const absl::Status& status, size_t i) {
+  if (status.ok()) return status;
+  absl::string_view message = status.message();
+  if (absl::ConsumePrefix(&message, "$")) {
+    return absl::InvalidArgumentError(absl::StrCat("$.warmup[", i, "]", message));
+  }
+  return PathError(absl::StrCat("$.warmup[", i, "]"), message);
+}
+
+// The warmup calls of `c`, from the "warmup" field of its file (`c` itself
+// is already read and valid).
+absl::StatusOr<std::vector<Case::Warmup>> ReadWarmups(const json& j, const Case& c) {
+  const std::string path = "$.warmup";
+  if (!j.is_array()) return Expected(path, "an array of JSON merge patches of this case", j);
+  if (j.size() > static_cast<size_t>(kMaxWarmupCalls)) {
+    return PathError(path, absl::StrCat(j.size(), " warmup calls exceed the limit of ",
+                                        kMaxWarmupCalls, " per case"));
+  }
+  std::vector<Case::Warmup> warmups;
+  for (size_t i = 0; i < j.size(); ++i) {
+    absl::StatusOr<Case::Warmup> warmup = MakeWarmup(c, j[i]);
+    if (!warmup.ok()) return InWarmup(warmup.status(), i);
+    warmups.push_back(*std::move(warmup));
+  }
+  return warmups;
 }
 
 // ---------------------------------------------------------------------------
@@ -842,6 +871,11 @@ json CaseToJson(const Case& c) {
   j["geometry"] = geometry;
   j["data"] = {{"seed", c.data.seed}, {"distribution", DistributionName(c.data.distribution)}};
   j["call"] = call;
+  if (!c.warmup.empty()) {
+    json warmup = json::array();
+    for (const Case::Warmup& w : c.warmup) warmup.push_back(w.patch);
+    j["warmup"] = warmup;
+  }
   if (c.expect.has_value()) {
     const Expectation& e = *c.expect;
     json expect = {{"outcome", ExpectedOutcomeName(e.outcome)}};
@@ -883,7 +917,45 @@ absl::Status ValidateCase(const Case& c) {
                      "silent_corruption can only be observed by a forward run, and this geometry "
                      "exceeds the CPU budget (run resolution only)");
   }
+  if (c.warmup.size() > static_cast<size_t>(kMaxWarmupCalls)) {
+    return PathError("$.warmup", absl::StrCat(c.warmup.size(), " warmup calls exceed the limit of ",
+                                              kMaxWarmupCalls, " per case"));
+  }
+  for (size_t i = 0; i < c.warmup.size(); ++i) {
+    const Case& patched = c.warmup[i].patched;
+    if (!patched.warmup.empty()) {
+      return PathError(absl::StrCat("$.warmup[", i, "].warmup"),
+                       "a warmup call cannot have warmup calls of its own");
+    }
+    if (patched.expect.has_value()) {
+      return PathError(absl::StrCat("$.warmup[", i, "].expect"),
+                       "a warmup call's outcome is not judged: expect belongs to the case itself");
+    }
+    VARLEN_RETURN_IF_ERROR(InWarmup(ValidateCase(patched), i));
+  }
   return absl::OkStatus();
+}
+
+absl::StatusOr<Case::Warmup> MakeWarmup(const Case& c, const nlohmann::ordered_json& patch) {
+  if (!patch.is_object()) {
+    return Expected("$", "an object (a JSON merge patch of this case)", patch);
+  }
+  // Checked on the patch: the base has neither field, so only a patch can
+  // bring them.
+  if (patch.contains("warmup")) {
+    return PathError("$.warmup", "a warmup call cannot have warmup calls of its own");
+  }
+  if (patch.contains("expect")) {
+    return PathError("$.expect",
+                     "a warmup call's outcome is not judged: expect belongs to the case itself");
+  }
+  json patched = CaseToJson(c);
+  patched.erase("warmup");
+  patched.erase("expect");
+  patched.merge_patch(patch);
+  VARLEN_ASSIGN_OR_RETURN(Case made, ReadCase(patched));
+  VARLEN_RETURN_IF_ERROR(ValidateCase(made));
+  return Case::Warmup{patch, std::move(made)};
 }
 
 // Thrown by the parse callback to stop at absurd nesting, before any
@@ -921,6 +993,15 @@ absl::StatusOr<Case> ParseCase(absl::string_view json_text, absl::string_view or
   if (c.ok()) {
     absl::Status valid = ValidateCase(*c);
     if (!valid.ok()) c = valid;
+  }
+  // Warmup calls are patches of the valid case, so they are read after it.
+  if (c.ok() && j.contains("warmup")) {
+    absl::StatusOr<std::vector<Case::Warmup>> warmups = ReadWarmups(j.at("warmup"), *c);
+    if (warmups.ok()) {
+      c->warmup = *std::move(warmups);
+    } else {
+      c = warmups.status();
+    }
   }
   if (!c.ok()) return absl::InvalidArgumentError(absl::StrCat(origin, ": ", c.status().message()));
   return c;

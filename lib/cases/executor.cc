@@ -276,7 +276,20 @@ CaseRunner::CaseRunner(Case c, RunOptions options)
                          : absl::StatusOr<OracleDevice>(
                                absl::FailedPreconditionError("forward runs disabled"))),
       forward_(oracle_device_.ok()),
-      qkv_(forward_ ? SynthesizeQkv(case_) : ShapeOnlyQkv(case_)) {}
+      qkv_(forward_ ? SynthesizeQkv(case_) : ShapeOnlyQkv(case_)) {
+  // The case's budget and forward switch (a fuzzer's small budget holds for
+  // its warmups too); their outputs are never kept.
+  RunOptions warmup_options = options;
+  warmup_options.keep_output = false;
+  warmups_.reserve(case_.warmup.size());
+  for (const Case::Warmup& w : case_.warmup) {
+    // Made again from the patch when it still applies: the case may have
+    // changed since it was read (`varlen repro --sglang` sets the version of
+    // the whole run).
+    absl::StatusOr<Case::Warmup> fresh = MakeWarmup(case_, w.patch);
+    warmups_.emplace_back(fresh.ok() ? std::move(fresh->patched) : w.patched, warmup_options);
+  }
+}
 
 const Reference& CaseRunner::GetReference() {
   if (!reference_.has_value()) {
@@ -295,6 +308,8 @@ const Reference& CaseRunner::GetReference() {
 Outcome CaseRunner::Run(const Backend& backend) {
   Outcome outcome;
   outcome.backend = std::string(backend.name());
+  // Every run, not once per runner: the backend must have just seen them.
+  for (CaseRunner& warmup : warmups_) outcome.warmups.push_back(warmup.Run(backend));
   Execute(backend, &outcome);
   CheckExpectation(case_, &outcome);
   return outcome;

@@ -252,6 +252,20 @@ std::string FormatOutcomeText(const Case& c, const std::string& origin, const Ou
                   c.geometry.head_dim, "/", c.geometry.head_dim_v, ", ",
                   DTypeName(c.geometry.dtype), "\n");
   absl::StrAppend(&text, "  passed:     ", DescribeCall(c.call), "\n");
+  if (!o.warmups.empty()) {
+    absl::StrAppend(&text,
+                    "  warmup:     ", Count(static_cast<int>(o.warmups.size()), "call", "calls"),
+                    " first, on the same backend (not judged)\n");
+  }
+  for (size_t i = 0; i < o.warmups.size(); ++i) {
+    const Outcome& w = o.warmups[i];
+    absl::StrAppend(&text, "    [", i, "] ",
+                    i < c.warmup.size() ? Abridged(c.warmup[i].patch).dump() : "?", ": ",
+                    VerdictName(w.verdict), ", ", ObservedText(w), "\n");
+    if (w.observed == Observed::kError) {
+      absl::StrAppend(&text, "        ", FormatPythonError(w.error), "\n");
+    }
+  }
   if (!o.builder_events.empty()) {
     absl::StrAppend(&text, "  builder:    ", CountsText(CountDeviceEvents(o.builder_events)), "\n");
   }
@@ -304,6 +318,19 @@ ojson OutcomeToJson(const Case& c, const std::string& origin, const Outcome& o) 
                           {"casts", counts.casts}};
     j["notes"] = o.resolution->notes;
     if (o.resolution->args.has_value()) j["resolved"] = ResolvedArgsToJson(*o.resolution->args);
+  }
+  if (!o.warmups.empty()) {
+    ojson warmups = ojson::array();
+    for (size_t i = 0; i < o.warmups.size(); ++i) {
+      const Outcome& w = o.warmups[i];
+      ojson entry = {{"patch", i < c.warmup.size() ? c.warmup[i].patch : ojson(nullptr)},
+                     {"observed", ObservedName(w.observed)},
+                     {"verdict", VerdictName(w.verdict)},
+                     {"summary", ObservedText(w)}};
+      if (w.observed == Observed::kError) entry["error"] = FormatPythonError(w.error);
+      warmups.push_back(std::move(entry));
+    }
+    j["warmup"] = std::move(warmups);
   }
   if (o.numerics.has_value()) {
     const NumericReport& n = *o.numerics;

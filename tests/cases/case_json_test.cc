@@ -86,7 +86,7 @@ TEST(ParseCaseTest, UnknownTopLevelField) {
   j["expected"] = "success";
   EXPECT_EQ(ErrorFor(j),
             "x.json: $.expected: unknown field (expected one of: name, source, description, "
-            "sglang, mode, geometry, data, call, expect)");
+            "sglang, mode, geometry, data, call, warmup, expect)");
 }
 
 TEST(ParseCaseTest, UnknownNestedFields) {
@@ -682,6 +682,142 @@ TEST(WriteCaseTest, ArraysOfNumbersStayOnOneLine) {
   const size_t tensor = text.find("\"tensor\": [0");
   ASSERT_NE(tensor, std::string::npos) << text;
   EXPECT_LT(text.find("8]", tensor), text.find('\n', tensor));
+}
+
+// ---------------------------------------------------------------------------
+// Warmup calls
+
+// Minimal() with one warmup patch per argument.
+json WithWarmup(std::vector<json> patches) {
+  json j = Minimal();
+  j["warmup"] = patches;
+  return j;
+}
+
+TEST(WarmupTest, EachPatchMakesAValidCaseWithoutWarmupOrExpectation) {
+  json j =
+      WithWarmup({json::parse(R"({"geometry": {"dtype": "bfloat16"}})"),
+                  json::parse(R"({"data": {"seed": 7}, "call": {"kwargs": {"max_seqlen": 5}}})")});
+  j["expect"] = {{"outcome", "success"}};
+  const Case c = ParseOrDie(j.dump());
+  ASSERT_EQ(c.warmup.size(), 2u);
+  EXPECT_EQ(c.warmup[0].patch,
+            nlohmann::ordered_json::parse(R"({"geometry": {"dtype": "bfloat16"}})"));
+  const Case& first = c.warmup[0].patched;
+  EXPECT_EQ(first.geometry.dtype, DType::kBFloat16);
+  EXPECT_EQ(first.geometry.seq_lens, c.geometry.seq_lens);
+  EXPECT_EQ(first.name, c.name);
+  EXPECT_FALSE(first.expect.has_value());
+  EXPECT_TRUE(first.warmup.empty());
+  const Case& second = c.warmup[1].patched;
+  EXPECT_EQ(second.geometry.dtype, DType::kFloat32);
+  EXPECT_EQ(second.data.seed, 7u);
+  ASSERT_EQ(second.call.kwargs.size(), 1u);
+  EXPECT_EQ(second.call.kwargs[0].first, "max_seqlen");
+  EXPECT_TRUE(second.call.kwargs[0].second == ArgLiteral::Int(5));
+  EXPECT_TRUE(c.call.kwargs.empty()) << "the case's own call is not patched";
+}
+
+TEST(WarmupTest, PatchesApplyToTheCanonicalCase) {
+  // Every default is spelled out before the patch applies: num_kv_heads
+  // stays 2 when a patch changes num_heads alone.
+  const Case c = ParseOrDie(WithWarmup({{{"geometry", {{"num_heads", 4}}}}}).dump());
+  ASSERT_EQ(c.warmup.size(), 1u);
+  EXPECT_EQ(c.warmup[0].patched.geometry.num_heads, 4);
+  EXPECT_EQ(c.warmup[0].patched.geometry.num_kv_heads, 2);
+  // null removes a field (RFC 7386): here the optional cu_seqlens.
+  json j = Minimal();
+  j["call"]["cu_seqlens"] = IntTensorJson({0, 3, 8});
+  j["warmup"] = json::array({json::parse(R"({"call": {"cu_seqlens": null}})")});
+  const Case removed = ParseOrDie(j.dump());
+  EXPECT_TRUE(removed.warmup[0].patched.call.cu_seqlens == ArgLiteral::None());
+}
+
+TEST(WarmupTest, RoundTripsExactlyAndKeepsThePatches) {
+  Case c = EverythingCase();
+  for (
+      const char* patch :
+      {R"({"geometry": {"dtype": "float16", "softmax_scale": 0.5}, "call": {"kwargs": {"z_new": 1}}})",
+       R"({"description": "second", "data": {"distribution": "uniform"}})"}) {
+    absl::StatusOr<Case::Warmup> warmup = MakeWarmup(c, nlohmann::ordered_json::parse(patch));
+    ASSERT_TRUE(warmup.ok()) << warmup.status();
+    c.warmup.push_back(*std::move(warmup));
+  }
+  ASSERT_TRUE(ValidateCase(c).ok()) << ValidateCase(c);
+  EXPECT_EQ(c.warmup[0].patched.call.kwargs.back().first, "z_new");
+  const std::string text = WriteCase(c);
+  EXPECT_THAT(text, HasSubstr("\"warmup\": [\n"));
+  absl::StatusOr<Case> parsed = ParseCase(text, "written.json");
+  ASSERT_TRUE(parsed.ok()) << parsed.status() << "\n" << text;
+  EXPECT_TRUE(*parsed == c) << text;
+  ASSERT_EQ(parsed->warmup.size(), 2u);
+  EXPECT_EQ(parsed->warmup[0].patch, c.warmup[0].patch);
+  EXPECT_TRUE(parsed->warmup[1].patched == c.warmup[1].patched);
+  EXPECT_EQ(WriteCase(*parsed), text);
+
+  // The equality sees the warmup calls.
+  Case other = c;
+  other.warmup.pop_back();
+  EXPECT_FALSE(other == c);
+  other = c;
+  other.warmup[1].patch["description"] = "third";
+  EXPECT_FALSE(other == c);
+  other = c;
+  other.warmup[0].patched.data.seed += 1;
+  EXPECT_FALSE(other == c);
+}
+
+TEST(WarmupTest, ErrorsNameThePatchAndThePathInIt) {
+  json j = Minimal();
+  j["warmup"] = {{"geometry", {{"dtype", "bfloat16"}}}};
+  EXPECT_EQ(ErrorFor(j),
+            "x.json: $.warmup: expected an array of JSON merge patches of this case, got object "
+            "{\"geometry\":{\"dtype\":\"bfloat16\"}}");
+  EXPECT_EQ(ErrorFor(WithWarmup({json::array({1})})),
+            "x.json: $.warmup[0]: expected an object (a JSON merge patch of this case), got array "
+            "[1]");
+  EXPECT_EQ(ErrorFor(WithWarmup({json::object(), {{"geometry", {{"dtype", "int32"}}}}})),
+            "x.json: $.warmup[1].geometry.dtype: int32 is not a floating dtype: q, k and v hold "
+            "activations");
+  EXPECT_EQ(ErrorFor(WithWarmup({{{"geometry", {{"num_heads", "two"}}}}})),
+            "x.json: $.warmup[0].geometry.num_heads: expected an integer, got string \"two\"");
+  EXPECT_EQ(ErrorFor(WithWarmup({{{"geometry", {{"heads", 2}}}}})),
+            "x.json: $.warmup[0].geometry.heads: unknown field (expected one of: seq_lens, "
+            "num_heads, num_kv_heads, head_dim, head_dim_v, dtype, softmax_scale)");
+  EXPECT_EQ(ErrorFor(WithWarmup({{{"geometry", nullptr}}})),
+            "x.json: $.warmup[0].geometry: required field is missing");
+  EXPECT_EQ(ErrorFor(WithWarmup({{{"warmup", json::array({json::object()})}}})),
+            "x.json: $.warmup[0].warmup: a warmup call cannot have warmup calls of its own");
+  EXPECT_EQ(ErrorFor(WithWarmup({{{"expect", {{"outcome", "success"}}}}})),
+            "x.json: $.warmup[0].expect: a warmup call's outcome is not judged: expect belongs to "
+            "the case itself");
+  EXPECT_EQ(ErrorFor(WithWarmup(std::vector<json>(8, json::object()))), "OK");
+  EXPECT_EQ(ErrorFor(WithWarmup(std::vector<json>(9, json::object()))),
+            "x.json: $.warmup: 9 warmup calls exceed the limit of 8 per case");
+  EXPECT_EQ(ErrorFor(WithWarmup({})), "OK");
+
+  // The case itself is checked first.
+  j = WithWarmup({{{"geometry", {{"dtype", "int32"}}}}});
+  j["geometry"]["seq_lens"] = {3, -5};
+  EXPECT_EQ(ErrorFor(j),
+            "x.json: $.geometry.seq_lens[1]: -5 is negative: sequence lengths must be >= 0");
+}
+
+TEST(WarmupTest, ValidateCaseChecksWarmupCallsToo) {
+  Case c = ParseOrDie(WithWarmup({json::object()}).dump());
+  ASSERT_TRUE(ValidateCase(c).ok());
+  Case nested = c;
+  nested.warmup[0].patched.warmup.push_back(c.warmup[0]);
+  EXPECT_EQ(ValidateCase(nested).message(),
+            "$.warmup[0].warmup: a warmup call cannot have warmup calls of its own");
+  Case invalid = c;
+  invalid.warmup[0].patched.geometry.num_heads = 0;
+  EXPECT_EQ(ValidateCase(invalid).message(),
+            "$.warmup[0].geometry.num_heads: 0 is outside [1, 1024]: heads per rank");
+  Case too_many = c;
+  too_many.warmup.assign(9, c.warmup[0]);
+  EXPECT_EQ(ValidateCase(too_many).message(),
+            "$.warmup: 9 warmup calls exceed the limit of 8 per case");
 }
 
 // ---------------------------------------------------------------------------

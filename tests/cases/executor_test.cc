@@ -5,10 +5,12 @@
 
 #include <cmath>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/common/elements.h"
@@ -412,6 +414,111 @@ TEST(ExecutorTest, RunnerSharesItsReferenceAcrossBackends) {
   EXPECT_EQ(second.observed, Observed::kSuccess);
   EXPECT_EQ(second.numerics->max_abs_error, first.numerics->max_abs_error);
   EXPECT_EQ(second.numerics->bound, first.numerics->bound);
+}
+
+// ---------------------------------------------------------------------------
+// Warmup calls
+
+// Computes exactly and records the dtype and scale of every call; fails the
+// float16 ones when told to.
+class RecordingBackend final : public Backend {
+ public:
+  explicit RecordingBackend(bool fail_float16 = false) : fail_float16_(fail_float16) {}
+  absl::string_view name() const override { return "recording"; }
+  absl::string_view description() const override { return "records its calls"; }
+  BackendCapabilities capabilities() const override { return Reference().capabilities(); }
+  absl::Status Run(const VarlenAttentionParams& p) const override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      calls_.push_back(absl::StrCat(DTypeName(p.input_dtype), " scale ", p.softmax_scale));
+    }
+    if (fail_float16_ && p.input_dtype == DType::kFloat16) {
+      return absl::InternalError("no float16 here");
+    }
+    return Reference().Run(p);
+  }
+  std::vector<std::string> calls() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return calls_;
+  }
+
+ private:
+  bool fail_float16_;
+  mutable std::mutex mutex_;
+  mutable std::vector<std::string> calls_;
+};
+
+// Fa3Case() in bfloat16, with a float16 warmup call at scale 0.5.
+json Fa3CaseWithWarmup() {
+  json j = Fa3Case();
+  j["warmup"] = json::array({json::parse(R"({"geometry": {"dtype": "float16", "softmax_scale": 0.5},
+                       "call": {"kwargs": {"softmax_scale": 0.5}}})")});
+  j["expect"] = {{"outcome", "success"}};
+  return j;
+}
+
+TEST(ExecutorTest, WarmupCallsRunFirstOnTheSameBackendEveryTime) {
+  CaseRunner runner(ParseOrDie(Fa3CaseWithWarmup()));
+  const RecordingBackend backend;
+  const Outcome first = runner.Run(backend);
+  EXPECT_THAT(backend.calls(), ElementsAre("float16 scale 0.5", "bfloat16 scale 0.353553"));
+  EXPECT_EQ(first.verdict, Verdict::kPass);
+  ASSERT_EQ(first.warmups.size(), 1u);
+  EXPECT_EQ(first.warmups[0].backend, "recording");
+  EXPECT_EQ(first.warmups[0].observed, Observed::kSuccess);
+  EXPECT_EQ(first.warmups[0].verdict, Verdict::kPass);
+  ASSERT_TRUE(first.warmups[0].resolution.has_value());
+  EXPECT_EQ(ResolvedArgsToJson(*first.warmups[0].resolution->args)["scale"], 0.5);
+
+  // Again on the same runner: the warmup runs again before the call.
+  const Outcome second = runner.Run(backend);
+  EXPECT_THAT(backend.calls(), ElementsAre("float16 scale 0.5", "bfloat16 scale 0.353553",
+                                           "float16 scale 0.5", "bfloat16 scale 0.353553"));
+  EXPECT_EQ(second.warmups.size(), 1u);
+}
+
+TEST(ExecutorTest, WarmupCallsFollowTheCaseAsItIsNow) {
+  // A case changed after it was read (as `varlen repro --sglang` changes the
+  // version) gets warmup calls made from the changed case.
+  Case c = ParseOrDie(Fa3CaseWithWarmup());
+  ASSERT_EQ(c.call.kwargs[0].first, "max_seqlen");
+  c.call.kwargs[0].second = ArgLiteral::Int(8);
+  const Outcome o = RunCase(c, Reference());
+  ASSERT_EQ(o.warmups.size(), 1u);
+  ASSERT_TRUE(o.warmups[0].resolution.has_value() && o.warmups[0].resolution->args.has_value());
+  EXPECT_EQ(ResolvedArgsToJson(*o.warmups[0].resolution->args)["max_seqlen"], 8);
+  EXPECT_EQ(ResolvedArgsToJson(*o.warmups[0].resolution->args)["scale"], 0.5);
+}
+
+TEST(ExecutorTest, AWarmupOutcomeIsRecordedButNotJudged) {
+  const Case c = ParseOrDie(Fa3CaseWithWarmup());
+  const Outcome o = RunCase(c, RecordingBackend(/*fail_float16=*/true));
+  ASSERT_EQ(o.warmups.size(), 1u);
+  EXPECT_EQ(o.warmups[0].observed, Observed::kError);
+  EXPECT_EQ(o.warmups[0].error_stage, "backend");
+  EXPECT_EQ(o.warmups[0].verdict, Verdict::kFail);
+  EXPECT_EQ(o.observed, Observed::kSuccess);
+  EXPECT_EQ(o.verdict, Verdict::kPass);
+  EXPECT_THAT(o.mismatches, IsEmpty());
+
+  const std::string text = FormatOutcomeText(c, "x.json", o);
+  EXPECT_THAT(text,
+              HasSubstr("\n  warmup:     1 call first, on the same backend (not judged)\n"
+                        "    [0] {\"call\":{\"kwargs\":{\"softmax_scale\":0.5}},\"geometry\":"
+                        "{\"dtype\":\"float16\",\"softmax_scale\":0.5}}: FAIL, error raised by "
+                        "the backend\n        INTERNAL: no float16 here\n"));
+  EXPECT_THAT(text, HasSubstr("\n  verdict:    PASS\n"));
+  const json j = json::parse(OutcomeToJson(c, "x.json", o).dump());
+  ASSERT_EQ(j["warmup"].size(), 1u);
+  EXPECT_EQ(j["warmup"][0]["patch"]["geometry"]["dtype"], "float16");
+  EXPECT_EQ(j["warmup"][0]["observed"], "error");
+  EXPECT_EQ(j["warmup"][0]["verdict"], "FAIL");
+  EXPECT_EQ(j["warmup"][0]["error"], "INTERNAL: no float16 here");
+  EXPECT_EQ(j["verdict"], "PASS");
+  EXPECT_FALSE(json::parse(OutcomeToJson(ParseOrDie(Fa3Case()), "x.json",
+                                         RunCase(ParseOrDie(Fa3Case()), Reference()))
+                               .dump())
+                   .contains("warmup"));
 }
 
 // ---------------------------------------------------------------------------

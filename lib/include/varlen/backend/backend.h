@@ -17,6 +17,7 @@
 #ifndef VARLEN_BACKEND_BACKEND_H_
 #define VARLEN_BACKEND_BACKEND_H_
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,6 +50,13 @@ struct BackendCapabilities {
   std::string device = "cpu";  // or "cuda"
 };
 
+// A count a backend keeps across runs, for reports (a graph cache's builds
+// and hits).
+struct BackendCounter {
+  std::string name;  // lower_snake_case: "graph_builds"
+  int64_t value = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -78,6 +86,10 @@ class Backend {
   // Computes the attention described by `params` into params.o.
   // REQUIRES: Supports(params).ok() and CheckKernelBounds(params).ok().
   virtual absl::Status Run(const VarlenAttentionParams& params) const = 0;
+
+  // What it counted since it was created (`varlen repro --json` reports
+  // them); none by default.
+  virtual std::vector<BackendCounter> counters() const { return {}; }
 };
 
 // Runs `backend` on params it said it supports. An Unimplemented answer at

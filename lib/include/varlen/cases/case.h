@@ -14,6 +14,9 @@
 //                spelled as the exact Python value (ArgLiteral).
 //   mode         faithful (SGLang as it is, in a named version) or hardened
 //                (validate everything; version-independent).
+//   warmup       calls the same backend runs first, each this case with a
+//                JSON merge patch applied: a caching backend has then just
+//                seen a slightly different call. Their outcomes are not judged.
 //   expect       what must happen: an exact error, success, or a silent
 //                corruption that faithful mode reproduces.
 //
@@ -176,7 +179,14 @@ struct Expectation {
 
 absl::string_view ExpectedOutcomeName(Expectation::Outcome outcome);
 
+// The most warmup calls one case may make.
+inline constexpr int kMaxWarmupCalls = 8;
+
 struct Case {
+  // A call made on the same backend before the case's own, for bugs that
+  // only show after a different call (a cache keyed on too few fields).
+  struct Warmup;
+
   std::string name;
   std::string source;  // issue, PR or contract rule it comes from
   std::string description;
@@ -187,9 +197,19 @@ struct Case {
   DataSpec data;
   CallSpec call;
   std::optional<Expectation> expect;
+  std::vector<Warmup> warmup;  // in the order they run, at most kMaxWarmupCalls
   bool operator==(const Case&) const = default;
 
   SglangVersion sglang_version() const { return sglang.value_or(kLatestSglangVersion); }
+};
+
+struct Case::Warmup {
+  // An RFC 7386 merge patch of the case's canonical JSON (CaseToJson, with
+  // "warmup" and "expect" removed), kept as written for a lossless round trip.
+  nlohmann::ordered_json patch;
+  // The case the patch makes (no warmup and no expectation of its own).
+  Case patched;
+  bool operator==(const Warmup&) const = default;
 };
 
 }  // namespace varlen

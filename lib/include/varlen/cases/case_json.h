@@ -40,6 +40,12 @@ absl::StatusOr<std::vector<std::string>> ListCaseFiles(const std::vector<std::st
 // fitting their dtypes). ParseCase calls it; generators may too.
 absl::Status ValidateCase(const Case& c);
 
+// The warmup call `patch` makes of `c`: the RFC 7386 merge patch applied to
+// CaseToJson(c) without "warmup" and "expect", then read and validated like
+// any case. Errors name the path in the patched case ("$.geometry.dtype: ...");
+// ParseCase prefixes them with the patch's place ("$.warmup[0].geometry...").
+absl::StatusOr<Case::Warmup> MakeWarmup(const Case& c, const nlohmann::ordered_json& patch);
+
 // The canonical JSON of `c` (fields in a fixed, readable order).
 nlohmann::ordered_json CaseToJson(const Case& c);
 // CaseToJson(c) as text: two-space indentation, arrays of numbers on one line.

@@ -12,6 +12,11 @@
 //   4. judge the output against the float64 oracle of the ground-truth
 //      geometry, and the whole outcome against the case's expectation.
 //
+// A case with warmup calls (Case::warmup) first runs each of them on the same
+// backend, every time it runs: a backend that caches (built graphs, offsets)
+// has then just seen a slightly different call. Their outcomes are recorded
+// in Outcome::warmups and not judged.
+//
 // Geometries over the CPU budget (limits.h) stop after step 2, unless a GPU
 // can run the oracle (a CUDA build on a machine with a device): then they
 // run forward up to the GPU budget.
@@ -66,6 +71,9 @@ struct Outcome {
   Observed observed = Observed::kSuccess;
   Verdict verdict = Verdict::kPass;
   std::vector<std::string> mismatches;  // why the verdict is FAIL
+  // The warmup calls made first, in order: recorded, never judged (each has
+  // its own observed and verdict, as a case without an expectation would).
+  std::vector<Outcome> warmups;
 };
 
 struct RunOptions {
@@ -103,6 +111,7 @@ class CaseRunner {
   bool forward_;
   QkvTensors qkv_;
   std::optional<Reference> reference_;
+  std::vector<CaseRunner> warmups_;  // one per Case::warmup
 };
 
 // Shorthand for a single backend.
