@@ -45,7 +45,7 @@ constexpr ResolverBugInfo kResolverBugs[] = {
     {ResolverBug::kDropsZeroLengths, "drops_zero_lengths",
      "resolver: zero-length sequences skipped wrongly"},
     {ResolverBug::kOffsetsCachedByBatch, "offsets_cached_by_batch",
-     "resolver: cache keyed on too few fields (FlashInfer #4014)"},
+     "resolver: packed offsets cached by batch size alone (stale indptrs on a later call)"},
 };
 
 // Whether `call` leaves max_seqlen for resolution to derive from cu_seqlens.

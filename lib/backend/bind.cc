@@ -32,6 +32,49 @@ Tensor KernelCall::PackedOutput() const {
   return packed;
 }
 
+std::optional<LaunchShape> KernelCall::Launch() const {
+  const VarlenAttentionParams p = params();
+  if (!host_rows_.empty() || !CheckKernelBounds(p).ok()) return std::nullopt;
+  const struct {
+    const Tensor& tensor;
+    int64_t token_stride, head_stride;
+  } read[] = {{q_, p.q_token_stride, p.q_head_stride},
+              {k_, p.k_token_stride, p.k_head_stride},
+              {v_, p.v_token_stride, p.v_head_stride}};
+  for (const auto& r : read) {
+    if (r.tensor.dim() != 3 || r.tensor.strides()[0] != r.token_stride ||
+        r.tensor.strides()[1] != r.head_stride) {
+      return std::nullopt;
+    }
+  }
+  LaunchShape shape{.heads_q = p.num_heads_q,
+                    .heads_kv = p.num_heads_kv,
+                    .head_dim_qk = p.head_dim_qk,
+                    .head_dim_v = p.head_dim_v,
+                    .input_dtype = p.input_dtype,
+                    .softmax_scale = p.softmax_scale,
+                    .output_rows = output_.size(0),
+                    .sequences = {}};
+  // Row r of a tensor with this token stride, or -1 when `offset` is not one.
+  auto row = [](int64_t offset, int64_t token_stride) -> int64_t {
+    return token_stride > 0 && offset % token_stride == 0 ? offset / token_stride : -1;
+  };
+  for (int b = 0; b < p.batch; ++b) {
+    const SequenceView s = SequenceAt(p, b);
+    if (s.rows == 0) continue;
+    const LaunchShape::Sequence rows{row(s.q_offset, p.q_token_stride),
+                                     s.rows,
+                                     s.keys > 0 ? row(s.k_offset, p.k_token_stride) : 0,
+                                     s.keys > 0 ? row(s.v_offset, p.v_token_stride) : 0,
+                                     s.keys,
+                                     row(s.o_offset, p.o_token_stride)};
+    if (rows.q_row < 0 || rows.k_row < 0 || rows.v_row < 0 || rows.o_row < 0) return std::nullopt;
+    shape.sequences.push_back(rows);
+  }
+  std::sort(shape.sequences.begin(), shape.sequences.end());
+  return shape;
+}
+
 void KernelCall::ApplyEpilogue() const {
   const VarlenAttentionParams& p = base_;
   for (const HostRows& u : host_rows_) {

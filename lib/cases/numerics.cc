@@ -72,6 +72,34 @@ bool SameNonFinite(double actual, double expected) {
   return std::isinf(expected) && actual == expected;
 }
 
+// `t` ([T, H, D], any strides) as a contiguous copy in which each
+// sequence's tokens run backwards (`reverse_tokens`) and each row's head dim
+// runs backwards (`reverse_dim`). Tokens past the sequences stay in place.
+Tensor Reordered(const Tensor& t, const std::vector<int64_t>& lengths, bool reverse_tokens,
+                 bool reverse_dim) {
+  Tensor out = Tensor::Zeros(t.dtype(), t.device(), t.shape());
+  const int64_t tokens = t.size(0), heads = t.size(1), dim = t.size(2);
+  std::vector<int64_t> source_token(static_cast<size_t>(tokens));
+  for (int64_t i = 0; i < tokens; ++i) source_token[static_cast<size_t>(i)] = i;
+  if (reverse_tokens) {
+    int64_t start = 0;
+    for (int64_t n : lengths) {
+      std::reverse(source_token.begin() + start, source_token.begin() + start + n);
+      start += n;
+    }
+  }
+  for (int64_t i = 0; i < tokens; ++i) {
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t d = 0; d < dim; ++d) {
+        const int64_t from = source_token[static_cast<size_t>(i)] * t.strides()[0] +
+                             h * t.strides()[1] + (reverse_dim ? dim - 1 - d : d) * t.strides()[2];
+        out.SetDoubleAt((i * heads + h) * dim + d, t.DoubleAt(from));
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<OracleDevice> OracleDeviceFor(const Geometry& g, const ForwardBudget& cpu_budget) {
@@ -101,12 +129,30 @@ Reference ComputeReference(const Geometry& g, const Tensor& q, const Tensor& k, 
   r.oracle =
       RunReference(g, q, k, v, DType::kFloat64, ReferencePrecision::kFloat64, device, &r.status);
   r.emulated = RunReference(g, q, k, v, g.dtype, ReferencePrecision::kEmulated, device, &r.status);
+  // In float32 the order of the sums is most of a correct kernel's error
+  // once logits are large (the rounding of each partial sum of Q K^T grows
+  // with it), and the emulation has one order. So float32 is emulated twice,
+  // the second time with both sums backwards: the head dim of q and k
+  // reversed (Q K^T) and each sequence's keys and values reversed (P V).
+  // Attention is unchanged by either, so the oracle stands for both.
+  std::vector<double> reordered;
+  const Tensor flat_q = FlattenBatch(q), flat_k = FlattenBatch(k), flat_v = FlattenBatch(v);
+  if (g.dtype == DType::kFloat32 && r.status.ok() && flat_q.has_storage() &&
+      flat_q.size(0) == flat_k.size(0) && flat_k.size(0) == flat_v.size(0)) {
+    reordered = RunReference(g, Reordered(flat_q, g.seq_lens, false, true),
+                             Reordered(flat_k, g.seq_lens, true, true),
+                             Reordered(flat_v, g.seq_lens, true, false), g.dtype,
+                             ReferencePrecision::kEmulated, device, &r.status);
+  }
   if (!r.status.ok()) return r;
   double noise = 0.0;
   for (size_t i = 0; i < r.oracle.size(); ++i) {
     // Non-finite elements are judged by kind, not by size.
     if (!std::isfinite(r.oracle[i]) || !std::isfinite(r.emulated[i])) continue;
     r.emulation_error = std::max(r.emulation_error, std::fabs(r.emulated[i] - r.oracle[i]));
+    if (i < reordered.size() && std::isfinite(reordered[i])) {
+      r.emulation_error = std::max(r.emulation_error, std::fabs(reordered[i] - r.oracle[i]));
+    }
     const double ref = RoundToDType(r.oracle[i], g.dtype);
     const double shifted = RoundToDType(RoundToDType(ref + 0.3, g.dtype) - 0.3, g.dtype);
     noise = std::max(noise, std::fabs(shifted - ref));

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -568,6 +569,66 @@ TEST(BindGroundTruthTest, KernelCallMovesKeepParamsValid) {
   const VarlenAttentionParams p = call.params();
   EXPECT_THAT(Array(p, &VarlenAttentionParams::seqlen_q), ElementsAre(1, 3));
   EXPECT_EQ(p.o, static_cast<void*>(call.output().mutable_data<unsigned char>()));
+}
+
+// ---------------------------------------------------------------------------
+// KernelCall::Launch: a launch in rows
+
+// fa3's call for sequences of 100 and 300 tokens, and the ground truth's.
+std::optional<LaunchShape> Fa3Launch(int64_t max_seqlen) {
+  AttentionCall call = MakeCall(400, 1, 1, 2, 2);
+  call.cu_seqlens = IntTensor({0, 100, 400});
+  call.kwargs.set("max_seqlen", Value::Int(max_seqlen));
+  absl::StatusOr<KernelCall> kernel = Bind(call, Profile::kFa3);
+  EXPECT_TRUE(kernel.ok()) << kernel.status();
+  return kernel.ok() ? kernel->Launch() : std::nullopt;
+}
+
+std::optional<LaunchShape> TruthLaunch(double scale) {
+  const Tensor t = Tensor::Zeros(DType::kBFloat16, kCuda, {400, 1, 2});
+  return BindGroundTruth(t, t, t, {100, 300}, scale, DType::kFloat64).Launch();
+}
+
+TEST(LaunchShapeTest, ACorrectCallAsksForTheGroundTruthsLaunch) {
+  // fa3's default scale is head_dim ** -0.5.
+  const std::optional<LaunchShape> truth = TruthLaunch(std::pow(2.0, -0.5));
+  ASSERT_TRUE(truth.has_value());
+  EXPECT_EQ(truth->sequences.size(), 2u);
+  EXPECT_EQ(truth->output_rows, 400);
+  EXPECT_EQ(Fa3Launch(300), truth);
+  // Another scale is another launch, to the last bit.
+  EXPECT_NE(Fa3Launch(300), TruthLaunch(1 / std::sqrt(2.0)));
+}
+
+TEST(LaunchShapeTest, ATooSmallMaxSeqlenIsAnotherLaunch) {
+  const std::optional<LaunchShape> truncated = Fa3Launch(100);
+  ASSERT_TRUE(truncated.has_value());
+  EXPECT_NE(truncated, TruthLaunch(std::pow(2.0, -0.5)));
+  EXPECT_EQ(truncated->sequences[1].rows, 128);
+}
+
+TEST(LaunchShapeTest, IsUnsetWhereRowsCannotSayIt) {
+  // flashinfer_cudnn addresses a strided q as dense [T, H, D].
+  AttentionCall call = MakeCall(8, 2, 2, 4, 4);
+  const Tensor fused = Tensor::Zeros(DType::kBFloat16, kCuda, {8, 3 * 2 * 4});
+  call.q = fused.AsStrided({8, 2, 4}, {24, 4, 1}, 0);
+  call.k = fused.AsStrided({8, 2, 4}, {24, 4, 1}, 8);
+  call.v = fused.AsStrided({8, 2, 4}, {24, 4, 1}, 16);
+  call.kwargs.set("sequence_lengths", IntTensor({3, 5}));
+  call.kwargs.set("max_seqlen", Value::Int(5));
+  call.cu_seqlens = IntTensor({0, 24, 64, 0, 24, 64, 0, 24, 64});
+  absl::StatusOr<KernelCall> dense_view = Bind(call, Profile::kFlashinferCudnn);
+  ASSERT_TRUE(dense_view.ok()) << dense_view.status();
+  EXPECT_FALSE(dense_view->Launch().has_value());
+
+  // Rows sdpa's library writes after the kernel.
+  AttentionCall sdpa = MakeCall(6, 1, 1, 2, 2);
+  sdpa.sdpa.flatten_batch = true;
+  sdpa.sdpa.softmax_in_single_precision = true;
+  sdpa.cu_seqlens = IntTensor({0, 2});
+  absl::StatusOr<KernelCall> epilogue = Bind(sdpa, Profile::kSdpa);
+  ASSERT_TRUE(epilogue.ok()) << epilogue.status();
+  EXPECT_FALSE(epilogue->Launch().has_value());
 }
 
 }  // namespace

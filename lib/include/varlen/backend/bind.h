@@ -23,6 +23,7 @@
 #define VARLEN_BACKEND_BIND_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,25 @@ namespace varlen {
 // Row-block sizes of the modelled launch grids (H200, sm90).
 inline constexpr int64_t kTritonBlockRows = 128;  // BLOCK on sm > 8
 inline constexpr int64_t kFa3BlockRows = 128;     // kBlockM for head_dim <= 128
+
+// A launch in rows: for each sequence with query rows, the first row of q,
+// k, v and the output it touches (tokens of each tensor, not elements) and
+// how many rows and keys it computes; sorted. Two launches of the same q, k
+// and v with equal shapes compute the same output with any correct kernel,
+// so a fuzz target can compare a resolved launch with the ground truth's
+// without running either.
+struct LaunchShape {
+  struct Sequence {
+    int64_t q_row, rows, k_row, v_row, keys, o_row;
+    auto operator<=>(const Sequence&) const = default;
+  };
+  int heads_q = 0, heads_kv = 0, head_dim_qk = 0, head_dim_v = 0;
+  DType input_dtype = DType::kBFloat16;
+  double softmax_scale = 0;
+  int64_t output_rows = 0;
+  std::vector<Sequence> sequences;
+  bool operator==(const LaunchShape&) const = default;
+};
 
 // One kernel launch: the output buffer and the per-sequence arrays that
 // params() points into. Not copyable (params() points into it); movable.
@@ -59,6 +79,13 @@ class KernelCall {
   Tensor PackedOutput() const;
   const Shape& result_shape() const { return result_shape_; }
   const std::string& description() const { return description_; }
+
+  // The launch in rows; unset when it cannot be said in rows: an access
+  // outside a buffer, an offset that is not a whole token, a kernel that
+  // addresses a tensor with other strides than its own (flashinfer_cudnn's
+  // dense view of a strided tensor), or rows the library writes around the
+  // kernel (ApplyEpilogue).
+  std::optional<LaunchShape> Launch() const;
 
   // Writes the output rows the modelled library computes around the kernel,
   // after the kernel ran: torch's single-precision path gives a row whose

@@ -9,8 +9,10 @@
 //
 // where E_emulated is the max error of a same-precision emulation (inputs in
 // the dtype, float32 accumulation, probabilities rounded before P*V; for
-// float64 inputs the naive float64 loop, whose sums run in another order)
-// against the oracle (the blocked float64 one), and noise_floor = 2 * max|((ref + 0.3) - 0.3) -
+// float64 inputs the naive float64 loop, whose sums run in another order;
+// for float32 inputs the larger of two emulations whose sums run in
+// opposite orders, since there the order is most of the error) against the
+// oracle (the blocked float64 one), and noise_floor = 2 * max|((ref + 0.3) - 0.3) -
 // ref| computed in the dtype: the rounding noise of one add at the output's magnitude (the rule
 // FlashAttention 3 uses, with factor 2).
 //
