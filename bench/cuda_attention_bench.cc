@@ -198,17 +198,9 @@ absl::StatusOr<double> TimeCudnn(const Problem& problem, int repeats) {
     absl::StatusOr<std::shared_ptr<cudnn_kernels::SdpaGraph>> graph =
         cudnn_kernels::SdpaGraph::Build(key, handle);
     if (!graph.ok()) return graph.status();
-    absl::StatusOr<cuda_kernels::DeviceParams> on_device =
-        cuda_kernels::DeviceParams::Upload(problem.params);
-    if (!on_device.ok()) return on_device.status();
-    absl::StatusOr<cudnn_kernels::SdpaBuffers> buffers =
-        cudnn_kernels::UploadSdpaArguments(problem.params, key, *on_device);
-    if (!buffers.ok()) return buffers.status();
-    absl::StatusOr<void*> workspace =
-        on_device->Allocate(static_cast<size_t>((*graph)->workspace_bytes()));
-    if (!workspace.ok()) return workspace.status();
-    return MedianMilliseconds(repeats,
-                              [&] { return (*graph)->Execute(handle, *buffers, *workspace); });
+    absl::StatusOr<cudnn_kernels::SdpaLaunch> launch = (*graph)->Upload(problem.params);
+    if (!launch.ok()) return launch.status();
+    return MedianMilliseconds(repeats, [&] { return (*graph)->Execute(handle, *launch); });
   }();
   cudnnDestroy(handle);
   return ms;

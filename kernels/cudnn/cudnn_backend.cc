@@ -32,7 +32,6 @@ namespace {
 
 using cuda_kernels::CudaDeviceUsable;
 using cuda_kernels::CudaStatus;
-using cuda_kernels::DeviceParams;
 
 // The architecture a deviceless validation assumes (what SGLang's vision
 // path runs on).
@@ -107,25 +106,19 @@ class CudnnBackend final : public Backend {
     const SdpaGraphKey key = KeyFor(params, device->index);
     absl::StatusOr<std::shared_ptr<SdpaGraph>> graph = graphs_.Get(key);
     if (!graph.ok()) return graph.status();
-    absl::StatusOr<DeviceParams> uploaded = DeviceParams::Upload(params);
-    if (!uploaded.ok()) return uploaded.status();
-    absl::StatusOr<SdpaBuffers> buffers = UploadSdpaArguments(params, key, *uploaded);
-    if (!buffers.ok()) return buffers.status();
-    absl::StatusOr<void*> workspace =
-        uploaded->Allocate(static_cast<size_t>((*graph)->workspace_bytes()));
-    if (!workspace.ok()) return workspace.status();
-
+    absl::StatusOr<SdpaLaunch> launch = (*graph)->Upload(params);
+    if (!launch.ok()) return launch.status();
     {
       // A cuDNN handle is not to be used by two threads at once.
       std::lock_guard<std::mutex> lock(execute_mutex_);
-      if (absl::Status s = (*graph)->Execute(device->handle, *buffers, *workspace); !s.ok()) {
+      if (absl::Status s = (*graph)->Execute(device->handle, *launch); !s.ok()) {
         return s;
       }
       if (absl::Status s = CudaStatus(cudaDeviceSynchronize(), "cuDNN SDPA run"); !s.ok()) {
         return s;
       }
     }
-    return uploaded->DownloadOutput(params);
+    return launch->device.DownloadOutput(params);
   }
 
   std::vector<BackendCounter> counters() const override {

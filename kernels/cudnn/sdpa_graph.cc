@@ -137,33 +137,8 @@ absl::StatusOr<std::shared_ptr<fe::graph::Graph>> ValidatedGraph(const SdpaGraph
 
 }  // namespace
 
-absl::StatusOr<SdpaBuffers> UploadSdpaArguments(const VarlenAttentionParams& host,
-                                                const SdpaGraphKey& key,
-                                                cuda_kernels::DeviceParams& device) {
-  absl::StatusOr<RaggedArguments> ragged = RaggedArgumentsFor(host);
-  if (!ragged.ok()) return ragged.status();
-  const VarlenAttentionParams& d = device.device();
-  SdpaBuffers buffers{.q = d.q, .k = d.k, .v = d.v, .o = d.o};
-  const struct {
-    const std::vector<int64_t>& values;
-    DType dtype;
-    const void** to;
-  } integers[] = {{ragged->q_offsets, key.offset_dtype, &buffers.q_offsets},
-                  {ragged->k_offsets, key.offset_dtype, &buffers.k_offsets},
-                  {ragged->v_offsets, key.offset_dtype, &buffers.v_offsets},
-                  {ragged->o_offsets, key.offset_dtype, &buffers.o_offsets},
-                  {ragged->seq_len_q, key.seq_len_dtype, &buffers.seq_len_q},
-                  {ragged->seq_len_kv, key.seq_len_dtype, &buffers.seq_len_kv}};
-  for (const auto& integer : integers) {
-    const std::vector<uint8_t> bytes = EncodeIntegers(integer.values, integer.dtype);
-    absl::StatusOr<void*> copied = device.Copy(bytes.data(), bytes.size());
-    if (!copied.ok()) return copied.status();
-    *integer.to = *copied;
-  }
-  return buffers;
-}
-
 struct SdpaGraph::Impl {
+  SdpaGraphKey key;
   std::shared_ptr<fe::graph::Graph> graph;
   int64_t workspace_bytes = 0;
   std::string description;
@@ -193,6 +168,7 @@ absl::StatusOr<std::shared_ptr<SdpaGraph>> SdpaGraph::Build(const SdpaGraphKey& 
     }
     if (absl::Status s = FrontendStatus(g.build_plans(handle), "build_plans"); !s.ok()) return s;
     auto impl = std::make_unique<Impl>();
+    impl->key = key;
     if (absl::Status s =
             FrontendStatus(g.get_workspace_size(impl->workspace_bytes), "get_workspace_size");
         !s.ok()) {
@@ -210,7 +186,42 @@ absl::StatusOr<std::shared_ptr<SdpaGraph>> SdpaGraph::Build(const SdpaGraphKey& 
 int64_t SdpaGraph::workspace_bytes() const { return impl_->workspace_bytes; }
 const std::string& SdpaGraph::description() const { return impl_->description; }
 
-absl::Status SdpaGraph::Execute(cudnnHandle_t handle, const SdpaBuffers& b, void* workspace) const {
+absl::StatusOr<SdpaLaunch> SdpaGraph::Upload(const VarlenAttentionParams& host) const {
+  absl::StatusOr<RaggedArguments> ragged = RaggedArgumentsFor(host);
+  if (!ragged.ok()) return ragged.status();
+  absl::StatusOr<cuda_kernels::DeviceParams> device = cuda_kernels::DeviceParams::Upload(host);
+  if (!device.ok()) return device.status();
+  SdpaLaunch launch{.device = *std::move(device), .buffers = {}, .workspace = nullptr};
+  const VarlenAttentionParams& d = launch.device.device();
+  SdpaBuffers& buffers = launch.buffers;
+  buffers.q = d.q, buffers.k = d.k, buffers.v = d.v, buffers.o = d.o;
+  const SdpaGraphKey& key = impl_->key;
+  const struct {
+    const std::vector<int64_t>& values;
+    DType dtype;
+    const void** to;
+  } integers[] = {{ragged->q_offsets, key.offset_dtype, &buffers.q_offsets},
+                  {ragged->k_offsets, key.offset_dtype, &buffers.k_offsets},
+                  {ragged->v_offsets, key.offset_dtype, &buffers.v_offsets},
+                  {ragged->o_offsets, key.offset_dtype, &buffers.o_offsets},
+                  {ragged->seq_len_q, key.seq_len_dtype, &buffers.seq_len_q},
+                  {ragged->seq_len_kv, key.seq_len_dtype, &buffers.seq_len_kv}};
+  for (const auto& integer : integers) {
+    const std::vector<uint8_t> bytes = EncodeIntegers(integer.values, integer.dtype);
+    absl::StatusOr<void*> copied = launch.device.Copy(bytes.data(), bytes.size());
+    if (!copied.ok()) return copied.status();
+    *integer.to = *copied;
+  }
+  absl::StatusOr<void*> workspace =
+      launch.device.Allocate(static_cast<size_t>(impl_->workspace_bytes));
+  if (!workspace.ok()) return workspace.status();
+  launch.workspace = *workspace;
+  return launch;
+}
+
+absl::Status SdpaGraph::Execute(cudnnHandle_t handle, const SdpaLaunch& launch) const {
+  const SdpaBuffers& b = launch.buffers;
+  void* workspace = launch.workspace;
   std::unordered_map<int64_t, void*> pack = {
       {kQ, const_cast<void*>(b.q)},
       {kK, const_cast<void*>(b.k)},

@@ -41,13 +41,13 @@ struct SdpaBuffers {
   const void* seq_len_kv = nullptr;
 };
 
-// The buffers of the call `device` was uploaded for: its q, k, v and o,
-// and the ragged offsets and lengths (RaggedArgumentsFor) in the key's
-// integer dtypes, copied into `device`. InvalidArgument for misaligned
-// offsets.
-absl::StatusOr<SdpaBuffers> UploadSdpaArguments(const VarlenAttentionParams& host,
-                                                const SdpaGraphKey& key,
-                                                cuda_kernels::DeviceParams& device);
+// One call on the device, ready for SdpaGraph::Execute: `device` owns every
+// buffer `buffers` points at, and the graph's workspace.
+struct SdpaLaunch {
+  cuda_kernels::DeviceParams device;
+  SdpaBuffers buffers;
+  void* workspace = nullptr;
+};
 
 class SdpaGraph {
  public:
@@ -65,9 +65,14 @@ class SdpaGraph {
   // The SDPA implementation cuDNN chose and the plan's engine name.
   const std::string& description() const;
 
-  // Enqueues the graph on `handle`'s stream. `workspace` holds at least
-  // workspace_bytes().
-  absl::Status Execute(cudnnHandle_t handle, const SdpaBuffers& buffers, void* workspace) const;
+  // Copies one call to the device: q, k, v and the output buffer, the
+  // ragged offsets and lengths (RaggedArgumentsFor) in the key's integer
+  // dtypes, and a workspace for this graph. InvalidArgument for misaligned
+  // offsets.
+  absl::StatusOr<SdpaLaunch> Upload(const VarlenAttentionParams& host) const;
+
+  // Enqueues the graph on `handle`'s stream.
+  absl::Status Execute(cudnnHandle_t handle, const SdpaLaunch& launch) const;
 
  private:
   struct Impl;
