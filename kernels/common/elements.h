@@ -26,7 +26,6 @@ struct BFloat16 {
 inline double ToDouble(float x) { return x; }
 inline double ToDouble(double x) { return x; }
 inline double ToDouble(Float16 x) { return Float16BitsToDouble(x.bits); }
-inline double ToDouble(BFloat16 x) { return BFloat16BitsToDouble(x.bits); }
 
 template <typename T>
 T FromDouble(double x);
@@ -63,6 +62,7 @@ inline float ToFloat(BFloat16 x) {
   std::memcpy(&f, &bits, sizeof f);
   return f;
 }
+inline double ToDouble(BFloat16 x) { return ToFloat(x); }
 
 template <typename T>
 float LoadAsFloat(const void* base, int64_t index) {

@@ -17,6 +17,8 @@
 #ifndef VARLEN_KERNELS_CPU_REFERENCE_REFERENCE_ATTENTION_H_
 #define VARLEN_KERNELS_CPU_REFERENCE_REFERENCE_ATTENTION_H_
 
+#include <cstdint>
+
 #include "absl/status/status.h"
 #include "varlen/backend/params.h"
 
@@ -30,13 +32,21 @@ enum class ReferencePrecision { kFloat64, kEmulated };
 void ReferenceAttention(const VarlenAttentionParams& params, ReferencePrecision precision);
 
 // The same arithmetic, blocked: each (sequence, head) is gathered into
-// contiguous buffers of the accumulation type, Q K^T and P V run as 4 x 8
-// register tiles (AVX2 and FMA when the CPU has them), and the work items
-// are spread over `threads` (<= 0: every hardware thread). Agrees with
-// ReferenceAttention up to the order of the sums (float64: ~1e-15
-// relative). The judge and cpu_reference run this one.
+// contiguous buffers of the accumulation type, K^T and V packed in panels,
+// Q K^T and P V run as register tiles of up to 6 rows x 2 vectors, the
+// float64 exponentials four at a time (AVX2 and FMA when the CPU has them),
+// and the work items are spread over `threads` (<= 0: every hardware
+// thread). Agrees with ReferenceAttention up to the order of the sums and
+// the exponential's last bits (float64: ~1e-15 relative). The judge and
+// cpu_reference run this one.
 void FastReferenceAttention(const VarlenAttentionParams& params, ReferencePrecision precision,
                             int threads = 0);
+
+// x[i] = exp(x[i] - shift), in place: the float64 oracle's softmax
+// exponential. Four lanes at a time (Cody-Waite reduction, a degree-13
+// polynomial, 2^n from bits), within 2 ulp of std::exp; NaN, infinities and
+// results outside double's normal range are std::exp's own.
+void ShiftedExp(double* x, int64_t n, double shift);
 
 // The same two arithmetics on a GPU (kernels/cuda/reference_forward.cu), for
 // cases over the CPU budget: one thread block per query row, float64 (or

@@ -1,6 +1,8 @@
 #include "varlen/core/dtype.h"
 
 #include <array>
+#include <bit>
+#include <cstdint>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -28,27 +30,31 @@ constexpr std::array<DTypeInfo, 7> kDTypes = {{
 
 const DTypeInfo& Info(DType dtype) { return kDTypes[static_cast<size_t>(dtype)]; }
 
+// 2^k, exactly, for k in double's normal exponent range.
+constexpr double Pow2(int k) { return std::bit_cast<double>(static_cast<uint64_t>(k + 1023) << 52); }
+
 // A binary floating-point format: `precision` significand bits (with the
 // implicit one), exponents of normal numbers in [min_exp, max_exp].
 struct Format {
   int precision;
   int min_exp;
   int max_exp;
+  double max_finite() const { return (2.0 - Pow2(1 - precision)) * Pow2(max_exp); }
 };
 
 constexpr Format kHalf = {11, -14, 15};
 constexpr Format kBFloat = {8, -126, 127};
 
-// Rounds `x` to `format` once, ties to even; overflow gives infinity.
+// Rounds `x` to `format` once, ties to even; overflow gives infinity. The
+// scalings by powers of two are exact, and built from bits: this runs on
+// every element a case synthesizes or a kernel model rounds.
 double RoundToFormat(double x, Format format) {
   if (!std::isfinite(x) || x == 0.0) return x;
-  int exponent;  // x = m * 2^exponent, 0.5 <= |m| < 1
-  std::frexp(x, &exponent);
-  const int leading = std::max(exponent - 1, format.min_exp);
-  const double quantum = std::ldexp(1.0, leading - format.precision + 1);
-  const double rounded = std::nearbyint(x / quantum) * quantum;  // exact scaling
-  const double max_finite = std::ldexp(2.0 - std::ldexp(1.0, 1 - format.precision), format.max_exp);
-  if (std::fabs(rounded) > max_finite) {
+  // floor(log2 |x|); double subnormals read as -1023, below every format.
+  const int exponent = static_cast<int>((std::bit_cast<uint64_t>(x) >> 52) & 0x7ff) - 1023;
+  const int quantum = std::max(exponent, format.min_exp) - format.precision + 1;
+  const double rounded = std::nearbyint(x * Pow2(-quantum)) * Pow2(quantum);
+  if (std::fabs(rounded) > format.max_finite()) {
     return std::copysign(std::numeric_limits<double>::infinity(), x);
   }
   return rounded;
@@ -87,17 +93,17 @@ absl::StatusOr<Device> ParseDevice(absl::string_view name) {
 uint16_t DoubleToFloat16Bits(double x) {
   const uint16_t sign = std::signbit(x) ? 0x8000 : 0;
   if (std::isnan(x)) return static_cast<uint16_t>(sign | 0x7e00);
-  const double r = RoundToFormat(x, kHalf);
-  const double a = std::fabs(r);
+  const double a = std::fabs(RoundToFormat(x, kHalf));
   if (std::isinf(a)) return static_cast<uint16_t>(sign | 0x7c00);
   if (a == 0.0) return sign;
-  if (a < std::ldexp(1.0, kHalf.min_exp)) {  // subnormal: a = mantissa * 2^-24
-    return static_cast<uint16_t>(sign | static_cast<uint16_t>(std::ldexp(a, 24)));
+  if (a < Pow2(kHalf.min_exp)) {  // subnormal: a = mantissa * 2^-24
+    return static_cast<uint16_t>(sign | static_cast<uint16_t>(a * Pow2(24)));
   }
-  int exponent;
-  const double m = std::frexp(a, &exponent);  // a = m * 2^exponent
-  const uint16_t biased = static_cast<uint16_t>(exponent - 1 + 15);
-  const uint16_t mantissa = static_cast<uint16_t>(std::ldexp(m * 2.0 - 1.0, 10));
+  // a is a normal half: its double exponent re-biased, the top 10 bits of
+  // its double mantissa (the rest are zero).
+  const uint64_t bits = std::bit_cast<uint64_t>(a);
+  const uint16_t biased = static_cast<uint16_t>(static_cast<int>(bits >> 52) - 1023 + 15);
+  const uint16_t mantissa = static_cast<uint16_t>((bits >> 42) & 0x3ff);
   return static_cast<uint16_t>(sign | (biased << 10) | mantissa);
 }
 
@@ -119,8 +125,8 @@ double Float16BitsToDouble(uint16_t bits) {
     return mantissa ? std::numeric_limits<double>::quiet_NaN()
                     : sign * std::numeric_limits<double>::infinity();
   }
-  if (biased == 0) return sign * std::ldexp(mantissa, -24);
-  return sign * std::ldexp(1024 + mantissa, biased - 15 - 10);
+  if (biased == 0) return sign * mantissa * Pow2(-24);
+  return sign * (1024 + mantissa) * Pow2(biased - 15 - 10);
 }
 
 double BFloat16BitsToDouble(uint16_t bits) {
@@ -146,13 +152,13 @@ double RoundToDType(double x, DType dtype) {
 double UnitRoundoff(DType dtype) {
   switch (dtype) {
     case DType::kFloat32:
-      return std::ldexp(1.0, -24);
+      return Pow2(-24);
     case DType::kFloat16:
-      return std::ldexp(1.0, -11);
+      return Pow2(-11);
     case DType::kBFloat16:
-      return std::ldexp(1.0, -8);
+      return Pow2(-8);
     default:
-      return std::ldexp(1.0, -53);
+      return Pow2(-53);
   }
 }
 

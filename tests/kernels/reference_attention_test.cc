@@ -2,6 +2,7 @@
 
 #include "reference_attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -490,6 +491,56 @@ TEST(EmulationPrecisionTest, OutputIsRoundedToTheOutputDType) {
 
 // ---------------------------------------------------------------------------
 // The blocked oracle against the naive one.
+
+// Distance in units in the last place of `expected` (its spacing at that
+// magnitude; at least the smallest subnormal).
+double UlpDistance(double actual, double expected) {
+  const double spacing =
+      std::max(std::nextafter(std::fabs(expected), INFINITY) - std::fabs(expected),
+               std::numeric_limits<double>::denorm_min());
+  return std::fabs(actual - expected) / spacing;
+}
+
+TEST(ShiftedExpTest, WithinTwoUlpOfStdExpOverTheWholeRange) {
+  TestRng rng(7);
+  std::vector<double> x(1 << 20);
+  // Uniform over every exponent the softmax can see, past both ends of the
+  // vector path's range; an odd length leaves a scalar tail.
+  for (double& value : x) value = 760.0 * rng.Uniform() - 20.0;
+  x.resize(x.size() - 3);
+  const double shift = 0.75;
+  std::vector<double> y = x;
+  ShiftedExp(y.data(), static_cast<int64_t>(y.size()), shift);
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    worst = std::max(worst, UlpDistance(y[i], std::exp(x[i] - shift)));
+  }
+  EXPECT_LE(worst, 2.0);
+}
+
+TEST(ShiftedExpTest, SpecialValuesAreStdExps) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> x = {0.0,    -0.0,   -inf,  inf,   nan, -708.5,
+                           -745.0, -746.0, 709.5, 710.0, 1.0, -1.0};
+  std::vector<double> y = x;
+  ShiftedExp(y.data(), static_cast<int64_t>(y.size()), 0.0);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double expected = std::exp(x[i]);
+    if (std::isnan(expected)) {
+      EXPECT_TRUE(std::isnan(y[i])) << "exp(" << x[i] << ")";
+    } else if (std::fabs(x[i]) >= 708.0 || x[i] == 0.0) {
+      EXPECT_EQ(y[i], expected) << "exp(" << x[i] << ")";
+    } else {
+      EXPECT_LE(UlpDistance(y[i], expected), 2.0) << "exp(" << x[i] << ")";
+    }
+  }
+  // All keys at -inf: the shift is -inf too, and every probability NaN, as
+  // with the scalar formula.
+  std::vector<double> masked = {-inf, -inf, -inf, -inf, -inf};
+  ShiftedExp(masked.data(), static_cast<int64_t>(masked.size()), -inf);
+  for (double value : masked) EXPECT_TRUE(std::isnan(value));
+}
 
 TEST(FastReferenceTest, AgreesWithTheNaiveOracle) {
   struct Shape {
