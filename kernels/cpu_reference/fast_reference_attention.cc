@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cmath>
 #include <limits>
+#include <mutex>
 #include <thread>
 #include <type_traits>
 #include <vector>
@@ -216,13 +217,46 @@ struct Item {
   int head;
 };
 
+// Float32's unit roundoff: the logit rounding a float32 kernel's Q K^T
+// carries whatever the order of its sums.
+constexpr double kFloat32UnitRoundoff = 0x1p-24;
+
+// For one query row: the largest over its output columns of
+// sum_c p_c |v_cj - o_j| size_c, where p (unnormalized, divided by
+// `denominator`) are its probabilities, size_c = |scale| sum_i |q_i k_ci|
+// its logits' absolute sums (`abs_scores`, unscaled), o its output and v
+// packed as in AttendHead. Non-finite columns do not count: the judge sees
+// those by kind.
+double LogitSizeWeightedSpread(const double* probabilities, const double* abs_scores, double scale,
+                               double denominator, const double* v_panels, const double* out,
+                               int64_t keys, int64_t dv) {
+  constexpr int64_t kWidth = kPanel<double>;
+  double worst = 0;
+  for (int64_t j0 = 0; j0 < dv; j0 += kWidth) {
+    double spread[kWidth] = {};
+    const double* panel = v_panels + j0 * keys;
+    for (int64_t c = 0; c < keys; ++c) {
+      const double weight = probabilities[c] / denominator * std::fabs(scale) * abs_scores[c];
+      for (int64_t jj = 0; jj < kWidth; ++jj) {
+        spread[jj] += weight * std::fabs(panel[c * kWidth + jj] - out[j0 + jj] / denominator);
+      }
+    }
+    for (int64_t jj = 0; jj < kWidth && j0 + jj < dv; ++jj) {
+      if (std::isfinite(spread[jj])) worst = std::max(worst, spread[jj]);
+    }
+  }
+  return worst;
+}
+
 // One (sequence, head): gather Q, and K^T and V packed as panels (columns
 // past the end are zero); then per block of query rows S = Q K^T, softmax
 // with the max subtracted, O = P V. Acc is the accumulation type; with
-// `round_probabilities` P is rounded to the input dtype before P V.
+// `round_probabilities` P is rounded to the input dtype before P V. With
+// `logit_rounding` (float64 only) also |Q| |K|^T, and the row's effect of
+// float32 logit rounding raises *logit_rounding.
 template <typename In, typename Out, typename Acc>
 void AttendHead(const VarlenAttentionParams& p, const Item& item, bool round_probabilities,
-                GemmFn gemm, ExpFn shifted_exp, std::vector<Acc>& scratch) {
+                GemmFn gemm, ExpFn shifted_exp, std::vector<Acc>& scratch, double* logit_rounding) {
   const SequenceView s = SequenceAt(p, item.sequence);
   const int64_t rows = s.rows, keys = s.keys, d = p.head_dim_qk, dv = p.head_dim_v;
   const int kv_head = KvHeadFor(p, item.head);
@@ -237,14 +271,20 @@ void AttendHead(const VarlenAttentionParams& p, const Item& item, bool round_pro
   }
   constexpr int64_t kWidth = kPanel<Acc>;
   const int64_t keys_padded = PaddedToPanels<Acc>(keys), dv_padded = PaddedToPanels<Acc>(dv);
-  scratch.assign(static_cast<size_t>(rows * d + d * keys_padded + keys * dv_padded +
-                                     kTileRows * keys_padded + kTileRows * dv_padded),
-                 Acc{0});
-  Acc* q = scratch.data();                      // [rows][d]
-  Acc* k_panels = q + rows * d;                 // [keys_padded / kWidth][d][kWidth]
-  Acc* v_panels = k_panels + d * keys_padded;   // [dv_padded / kWidth][keys][kWidth]
-  Acc* scores = v_panels + keys * dv_padded;    // [kTileRows][keys_padded]
-  Acc* out = scores + kTileRows * keys_padded;  // [kTileRows][dv_padded]
+  const bool measure = std::is_same_v<Acc, double> && logit_rounding != nullptr;
+  const int64_t qk_size = rows * d + d * keys_padded + kTileRows * keys_padded;
+  scratch.assign(
+      static_cast<size_t>(qk_size * (measure ? 2 : 1) + keys * dv_padded + kTileRows * dv_padded),
+      Acc{0});
+  Acc* q = scratch.data();                           // [rows][d]
+  Acc* k_panels = q + rows * d;                      // [keys_padded / kWidth][d][kWidth]
+  Acc* scores = k_panels + d * keys_padded;          // [kTileRows][keys_padded]
+  Acc* v_panels = scores + kTileRows * keys_padded;  // [dv_padded / kWidth][keys][kWidth]
+  Acc* out = v_panels + keys * dv_padded;            // [kTileRows][dv_padded]
+  // The same three for |q|, |k| and |Q| |K|^T, when measuring.
+  Acc* abs_q = out + kTileRows * dv_padded;
+  Acc* abs_k_panels = abs_q + rows * d;
+  Acc* abs_scores = abs_k_panels + d * keys_padded;
   const auto load = [](const void* base, int64_t index) {
     return static_cast<Acc>(kernels::LoadAsDouble<In>(base, index));
   };
@@ -263,10 +303,16 @@ void AttendHead(const VarlenAttentionParams& p, const Item& item, bool round_pro
           load(p.v, v_base + c * p.v_token_stride + j);
     }
   }
+  if (measure) {
+    for (int64_t i = 0; i < rows * d; ++i) abs_q[i] = std::fabs(q[i]);
+    for (int64_t i = 0; i < d * keys_padded; ++i) abs_k_panels[i] = std::fabs(k_panels[i]);
+  }
   const Acc scale = static_cast<Acc>(p.softmax_scale);
   for (int64_t r0 = 0; r0 < rows; r0 += kTileRows) {
     const int block = static_cast<int>(std::min<int64_t>(kTileRows, rows - r0));
     gemm(q + r0 * d, d, block, k_panels, d, keys_padded, scores, keys_padded);
+    if (measure)
+      gemm(abs_q + r0 * d, d, block, abs_k_panels, d, keys_padded, abs_scores, keys_padded);
     Acc denominator[kTileRows];
     for (int r = 0; r < block; ++r) {
       Acc* row = scores + r * keys_padded;
@@ -284,6 +330,15 @@ void AttendHead(const VarlenAttentionParams& p, const Item& item, bool round_pro
       denominator[r] = sum;
     }
     gemm(scores, keys_padded, block, v_panels, keys, dv_padded, out, dv_padded);
+    if constexpr (std::is_same_v<Acc, double>) {
+      for (int r = 0; measure && r < block; ++r) {
+        const double effect =
+            kFloat32UnitRoundoff *
+            LogitSizeWeightedSpread(scores + r * keys_padded, abs_scores + r * keys_padded, scale,
+                                    denominator[r], v_panels, out + r * dv_padded, keys, dv);
+        *logit_rounding = std::max(*logit_rounding, effect);
+      }
+    }
     for (int r = 0; r < block; ++r) {
       for (int64_t j = 0; j < dv; ++j) {
         kernels::StoreFromDouble<Out>(p.o, o_base + (r0 + r) * p.o_token_stride + j,
@@ -294,7 +349,8 @@ void AttendHead(const VarlenAttentionParams& p, const Item& item, bool round_pro
 }
 
 template <typename In, typename Out, typename Acc>
-void AttendAll(const VarlenAttentionParams& p, bool round_probabilities, int threads) {
+void AttendAll(const VarlenAttentionParams& p, bool round_probabilities, int threads,
+               double* logit_rounding) {
   std::vector<Item> items;
   for (int b = 0; b < p.batch; ++b) {
     if (SequenceAt(p, b).rows == 0) continue;
@@ -303,10 +359,17 @@ void AttendAll(const VarlenAttentionParams& p, bool round_probabilities, int thr
   const GemmFn gemm = PickGemm<Acc>();
   const ExpFn shifted_exp = PickShiftedExp();
   std::atomic<size_t> next{0};
+  std::mutex merge;
   auto worker = [&] {
     std::vector<Acc> scratch;
+    double worst = 0;
     for (size_t i = next++; i < items.size(); i = next++) {
-      AttendHead<In, Out, Acc>(p, items[i], round_probabilities, gemm, shifted_exp, scratch);
+      AttendHead<In, Out, Acc>(p, items[i], round_probabilities, gemm, shifted_exp, scratch,
+                               logit_rounding != nullptr ? &worst : nullptr);
+    }
+    if (logit_rounding != nullptr) {
+      std::lock_guard<std::mutex> lock(merge);
+      *logit_rounding = std::max(*logit_rounding, worst);
     }
   };
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -325,13 +388,16 @@ void ShiftedExp(double* x, int64_t n, double shift) {
 }
 
 void FastReferenceAttention(const VarlenAttentionParams& params, ReferencePrecision precision,
-                            int threads) {
+                            int threads, double* logit_rounding) {
+  const bool float64 =
+      precision == ReferencePrecision::kFloat64 || params.input_dtype == DType::kFloat64;
+  if (logit_rounding != nullptr) *logit_rounding = 0;
   VARLEN_DISPATCH_FLOAT_TYPES(params.input_dtype, In, [&] {
     VARLEN_DISPATCH_FLOAT_TYPES(params.output_dtype, Out, [&] {
-      if (precision == ReferencePrecision::kFloat64 || params.input_dtype == DType::kFloat64) {
-        AttendAll<In, Out, double>(params, /*round_probabilities=*/false, threads);
+      if (float64) {
+        AttendAll<In, Out, double>(params, /*round_probabilities=*/false, threads, logit_rounding);
       } else {
-        AttendAll<In, Out, float>(params, /*round_probabilities=*/true, threads);
+        AttendAll<In, Out, float>(params, /*round_probabilities=*/true, threads, nullptr);
       }
     });
   });

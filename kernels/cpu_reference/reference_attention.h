@@ -39,8 +39,16 @@ void ReferenceAttention(const VarlenAttentionParams& params, ReferencePrecision 
 // thread). Agrees with ReferenceAttention up to the order of the sums and
 // the exponential's last bits (float64: ~1e-15 relative). The judge and
 // cpu_reference run this one.
+//
+// With `logit_rounding` (float64 precision), it also sets *logit_rounding to
+// the largest first-order effect on an output element of rounding every
+// logit once at float32's unit roundoff u, relative to the logit's absolute
+// sum: u sum_c p_c |v_cj - o_j| |scale| sum_i |q_i k_ci|. A float32 kernel
+// carries that error in every order of its sums; with logits near 1e4 it
+// is most of its error (docs/conformance.md, the tolerance model).
+// Non-finite elements do not count. Without float64 precision: 0.
 void FastReferenceAttention(const VarlenAttentionParams& params, ReferencePrecision precision,
-                            int threads = 0);
+                            int threads = 0, double* logit_rounding = nullptr);
 
 // x[i] = exp(x[i] - shift), in place: the float64 oracle's softmax
 // exponential. Four lanes at a time (Cody-Waite reduction, a degree-13

@@ -43,7 +43,8 @@ bool IsPoisoned(const Tensor& t, int64_t i) {
 
 std::vector<double> RunReference(const Geometry& g, const Tensor& q, const Tensor& k,
                                  const Tensor& v, DType output_dtype, ReferencePrecision precision,
-                                 OracleDevice device, absl::Status* status) {
+                                 OracleDevice device, absl::Status* status,
+                                 double* logit_rounding = nullptr) {
   KernelCall call = BindGroundTruth(FlattenBatch(q), FlattenBatch(k), FlattenBatch(v), g.seq_lens,
                                     g.scale(), output_dtype);
   if (device == OracleDevice::kGpu) {
@@ -57,7 +58,7 @@ std::vector<double> RunReference(const Geometry& g, const Tensor& q, const Tenso
     // rather than zero.
     ReferenceAttention(call.params(), ReferencePrecision::kFloat64);
   } else {
-    FastReferenceAttention(call.params(), precision);
+    FastReferenceAttention(call.params(), precision, /*threads=*/0, logit_rounding);
   }
   std::vector<double> out(static_cast<size_t>(call.output().numel()));
   for (size_t i = 0; i < out.size(); ++i) out[i] = call.output().DoubleAt(static_cast<int64_t>(i));
@@ -126,8 +127,10 @@ absl::StatusOr<OracleDevice> OracleDeviceFor(const Geometry& g, const ForwardBud
 Reference ComputeReference(const Geometry& g, const Tensor& q, const Tensor& k, const Tensor& v,
                            OracleDevice device) {
   Reference r;
-  r.oracle =
-      RunReference(g, q, k, v, DType::kFloat64, ReferencePrecision::kFloat64, device, &r.status);
+  // Float32 inputs: the oracle's pass also measures what rounding each
+  // logit once costs (ToleranceModel; the GPU oracle does not measure it).
+  r.oracle = RunReference(g, q, k, v, DType::kFloat64, ReferencePrecision::kFloat64, device,
+                          &r.status, g.dtype == DType::kFloat32 ? &r.logit_rounding : nullptr);
   r.emulated = RunReference(g, q, k, v, g.dtype, ReferencePrecision::kEmulated, device, &r.status);
   // In float32 the order of the sums is most of a correct kernel's error
   // once logits are large (the rounding of each partial sum of Q K^T grows
@@ -186,9 +189,11 @@ NumericReport JudgeOutput(const Geometry& g, const Reference& reference, const T
                           const ToleranceModel& tolerance) {
   NumericReport report;
   report.emulation_error = reference.emulation_error;
+  report.logit_rounding = reference.logit_rounding;
   report.noise_floor = reference.noise_floor;
   report.tolerance_factor = tolerance.factor;
-  report.bound = tolerance.factor * reference.emulation_error + reference.noise_floor;
+  report.bound = tolerance.factor * std::max(reference.emulation_error, reference.logit_rounding) +
+                 reference.noise_floor;
   report.per_sequence_max_error.assign(g.seq_lens.size(), 0.0);
   const int64_t heads = g.num_heads, dim = g.head_dim_v;
   report.heads = heads;
@@ -241,10 +246,14 @@ NumericReport JudgeOutput(const Geometry& g, const Reference& reference, const T
 }
 
 std::string SummarizeNumerics(const NumericReport& r) {
+  const std::string yardstick = r.logit_rounding > r.emulation_error
+                                    ? absl::StrFormat("logit rounding %.3g (emulation %.3g)",
+                                                      r.logit_rounding, r.emulation_error)
+                                    : absl::StrFormat("emulation %.3g", r.emulation_error);
   std::string text = absl::StrFormat(
-      "max abs error %.3g %s bound %.3g (%.3g x emulation %.3g + noise %.3g), max rel error %.3g",
+      "max abs error %.3g %s bound %.3g (%.3g x %s + noise %.3g), max rel error %.3g",
       r.max_abs_error, r.max_abs_error <= r.bound ? "<=" : ">", r.bound, r.tolerance_factor,
-      r.emulation_error, r.noise_floor, r.max_rel_error);
+      yardstick, r.noise_floor, r.max_rel_error);
   if (r.unwritten > 0)
     absl::StrAppend(&text, "; ", r.unwritten, " of ", r.elements, " elements never written");
   if (r.non_finite > 0)

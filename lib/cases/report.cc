@@ -339,6 +339,7 @@ ojson OutcomeToJson(const Case& c, const std::string& origin, const Outcome& o) 
                      {"max_rel_error", n.max_rel_error},
                      {"bound", n.bound},
                      {"emulation_error", n.emulation_error},
+                     {"logit_rounding", n.logit_rounding},
                      {"noise_floor", n.noise_floor},
                      {"unwritten", n.unwritten},
                      {"non_finite", n.non_finite},

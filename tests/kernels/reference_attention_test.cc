@@ -542,6 +542,116 @@ TEST(ShiftedExpTest, SpecialValuesAreStdExps) {
   for (double value : masked) EXPECT_TRUE(std::isnan(value));
 }
 
+// E_logit by its definition, element by element in long double:
+// u sum_c p_c |v_cj - o_j| |scale| sum_i |q_i k_ci|, the largest over the
+// finite elements.
+double NaiveLogitRounding(const Tensor& q, const Tensor& k, const Tensor& v,
+                          const std::vector<int64_t>& lengths, double scale) {
+  const int64_t hq = q.size(1), d = q.size(2), hkv = k.size(1), dv = v.size(2);
+  long double worst = 0;
+  int64_t start = 0;
+  for (int64_t length : lengths) {
+    for (int64_t row = start; row < start + length; ++row) {
+      for (int64_t h = 0; h < hq; ++h) {
+        const int64_t kv = h / (hq / hkv);
+        std::vector<long double> logit(static_cast<size_t>(length)), size(logit.size());
+        long double max = -INFINITY;
+        for (int64_t c = 0; c < length; ++c) {
+          long double dot = 0, abs_dot = 0;
+          for (int64_t i = 0; i < d; ++i) {
+            const long double product =
+                static_cast<long double>(q.DoubleAt((row * hq + h) * d + i)) *
+                k.DoubleAt(((start + c) * hkv + kv) * d + i);
+            dot += product;
+            abs_dot += std::fabs(product);
+          }
+          logit[c] = scale * dot;
+          size[c] = std::fabs(scale) * abs_dot;
+          max = std::max(max, logit[c]);
+        }
+        long double total = 0;
+        for (long double& x : logit) total += x = std::exp(x - max);
+        for (int64_t j = 0; j < dv; ++j) {
+          const auto value = [&](int64_t c) {
+            return static_cast<long double>(v.DoubleAt(((start + c) * hkv + kv) * dv + j));
+          };
+          long double o = 0, effect = 0;
+          for (int64_t c = 0; c < length; ++c) o += logit[c] / total * value(c);
+          for (int64_t c = 0; c < length; ++c) {
+            effect += logit[c] / total * std::fabs(value(c) - o) * size[c];
+          }
+          if (std::isfinite(effect)) worst = std::max(worst, effect);
+        }
+      }
+    }
+    start += length;
+  }
+  return static_cast<double>(worst * 0x1p-24L);
+}
+
+TEST(FastReferenceTest, LogitRoundingIsItsDefinition) {
+  struct Shape {
+    std::vector<int64_t> lengths;
+    int64_t heads, kv_heads, dim, dim_v;
+    double magnitude;  // of q and k: logits of about magnitude^2
+  };
+  const std::vector<Shape> shapes = {{{1}, 1, 1, 1, 1, 1.0},
+                                     {{5, 0, 3}, 2, 1, 7, 9, 100.0},
+                                     {{13, 8}, 4, 2, 16, 24, 1.0},
+                                     {{40}, 2, 2, 8, 8, 100.0}};
+  uint64_t seed = 40;
+  for (const Shape& shape : shapes) {
+    int64_t tokens = 0;
+    for (int64_t n : shape.lengths) tokens += n;
+    const auto scaled = [&](int64_t heads, int64_t dim, double factor) {
+      Tensor t = RandomTensor(tokens, heads, dim, DType::kFloat32, seed++, Fill::kNormal);
+      for (int64_t i = 0; i < t.numel(); ++i) t.SetDoubleAt(i, factor * t.DoubleAt(i));
+      return t;
+    };
+    const Tensor q = scaled(shape.heads, shape.dim, shape.magnitude);
+    const Tensor k = scaled(shape.kv_heads, shape.dim, shape.magnitude);
+    const Tensor v = scaled(shape.kv_heads, shape.dim_v, 1.0);
+    const double scale = 1.0 / std::sqrt(static_cast<double>(shape.dim));
+    const double expected = NaiveLogitRounding(q, k, v, shape.lengths, scale);
+    for (int threads : {1, 2}) {
+      KernelCall call = BindGroundTruth(q, k, v, shape.lengths, scale, DType::kFloat64);
+      double measured = -1;
+      FastReferenceAttention(call.params(), ReferencePrecision::kFloat64, threads, &measured);
+      EXPECT_NEAR(measured, expected, 1e-12 * expected) << "threads " << threads;
+      // The outputs are the oracle's whether or not it measures.
+      const std::vector<double> with = ReadAll(call.output());
+      FastReferenceAttention(call.params(), ReferencePrecision::kFloat64, threads);
+      EXPECT_EQ(ReadAll(call.output()), with);
+    }
+  }
+}
+
+// Two keys tied at a logit of 1e4 with values +1 and -1: the output (0)
+// moves by half the change of their difference, and one rounding of a
+// logit that size is 1e4 u.
+TEST(FastReferenceTest, LogitRoundingOfATieAt1e4) {
+  const Tensor q = Tensor::FromDoubles({100.0, 100.0}, DType::kFloat32, kCpu, Shape{2, 1, 1});
+  const Tensor k = Tensor::FromDoubles({100.0, 100.0}, DType::kFloat32, kCpu, Shape{2, 1, 1});
+  const Tensor v = Tensor::FromDoubles({1.0, -1.0}, DType::kFloat32, kCpu, Shape{2, 1, 1});
+  KernelCall call = BindGroundTruth(q, k, v, {2}, 1.0, DType::kFloat64);
+  double measured = -1;
+  FastReferenceAttention(call.params(), ReferencePrecision::kFloat64, 1, &measured);
+  EXPECT_DOUBLE_EQ(measured, 1e4 * 0x1p-24);
+}
+
+TEST(FastReferenceTest, LogitRoundingSkipsNonFiniteElements) {
+  const Tensor q = RandomTensor(6, 1, 4, DType::kFloat32, 90, Fill::kNormal);
+  const Tensor k = RandomTensor(6, 1, 4, DType::kFloat32, 91, Fill::kNormal);
+  const Tensor v = RandomTensor(6, 1, 4, DType::kFloat32, 92, Fill::kNormal);
+  v.SetDoubleAt(5, std::numeric_limits<double>::infinity());  // token 1, column 1
+  KernelCall call = BindGroundTruth(q, k, v, {6}, 0.5, DType::kFloat64);
+  double measured = -1;
+  FastReferenceAttention(call.params(), ReferencePrecision::kFloat64, 1, &measured);
+  EXPECT_TRUE(std::isfinite(measured));
+  EXPECT_GT(measured, 0);
+  EXPECT_NEAR(measured, NaiveLogitRounding(q, k, v, {6}, 0.5), 1e-12 * measured);
+}
+
 TEST(FastReferenceTest, AgreesWithTheNaiveOracle) {
   struct Shape {
     std::vector<int64_t> lengths;

@@ -38,6 +38,11 @@
 
 namespace varlen {
 
+// Per element, |out - oracle| <= factor * max(E_emulated, E_logit) + noise
+// floor (docs/conformance.md): E_emulated the largest error of the
+// same-precision emulation (for float32, of two with their sums in opposite
+// orders), E_logit (float32 only) the first-order effect of rounding each
+// logit once, which a float32 kernel carries in any order of its sums.
 struct ToleranceModel {
   double factor = 2.0;
 };
@@ -48,6 +53,7 @@ struct Reference {
   std::vector<double> oracle;    // [T, Hq, Dv], float64
   std::vector<double> emulated;  // the same-precision emulation
   double emulation_error = 0.0;  // max |emulated - oracle|
+  double logit_rounding = 0.0;   // E_logit: float32 inputs, CPU oracle
   double noise_floor = 0.0;
   absl::Status status;  // not OK when a GPU run of the oracle failed
 };
@@ -80,6 +86,7 @@ struct NumericReport {
   double max_abs_error = 0.0;   // over written, finite elements
   double max_rel_error = 0.0;   // over elements with |oracle| > noise_floor
   double emulation_error = 0.0;
+  double logit_rounding = 0.0;
   double noise_floor = 0.0;
   double tolerance_factor = 0.0;
   double bound = 0.0;
@@ -99,7 +106,8 @@ void PoisonOutput(const Tensor& output);
 NumericReport JudgeOutput(const Geometry& g, const Reference& reference, const Tensor& output,
                           const ToleranceModel& tolerance);
 
-// "max abs error 1.2e-03 <= bound 3.9e-03 (2 x emulation 1.5e-03 + noise 9.8e-04)", plus
+// "max abs error 1.2e-03 <= bound 3.9e-03 (2 x emulation 1.5e-03 + noise 9.8e-04)" (the
+// logit rounding named instead when it is the larger yardstick), plus
 // unwritten and non-finite counts and the worst element when they matter.
 std::string SummarizeNumerics(const NumericReport& report);
 
