@@ -85,8 +85,9 @@ int Main(int argc, char** argv) {
                 one[large].worst, one[large].over2, one[large].over4);
     std::printf("| %s | %d | two orders | %.2f | %d | %d |\n", kinds[large], judged[large],
                 two[large].worst, two[large].over2, two[large].over4);
-    std::printf("| %s | %d | two orders or logit rounding (the model) | %.2f | %d | %d |\n", kinds[large],
-                judged[large], logits[large].worst, logits[large].over2, logits[large].over4);
+    std::printf("| %s | %d | two orders or logit rounding (the model) | %.2f | %d | %d |\n",
+                kinds[large], judged[large], logits[large].worst, logits[large].over2,
+                logits[large].over4);
   }
   return 0;
 }

@@ -113,7 +113,8 @@ Tensor Fill(const Case& c, SynthStream stream, Shape shape) {
   Tensor t = Tensor::Zeros(c.geometry.dtype, Device::kCuda, std::move(shape));
   Prng prng(c.data.seed * 0x100000001b3ULL + static_cast<uint64_t>(stream));
   const int64_t numel = t.numel();
-  const int64_t row_size = std::max<int64_t>(1, numel / std::max<int64_t>(1, c.geometry.total_tokens()));
+  const int64_t row_size =
+      std::max<int64_t>(1, numel / std::max<int64_t>(1, c.geometry.total_tokens()));
   for (int64_t i = 0; i < numel; ++i) t.SetDoubleAt(i, Sample(prng, c, stream, i, row_size, numel));
   return t;
 }

@@ -2,8 +2,8 @@
 
 #include <array>
 #include <bit>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 
@@ -31,7 +31,9 @@ constexpr std::array<DTypeInfo, 7> kDTypes = {{
 const DTypeInfo& Info(DType dtype) { return kDTypes[static_cast<size_t>(dtype)]; }
 
 // 2^k, exactly, for k in double's normal exponent range.
-constexpr double Pow2(int k) { return std::bit_cast<double>(static_cast<uint64_t>(k + 1023) << 52); }
+constexpr double Pow2(int k) {
+  return std::bit_cast<double>(static_cast<uint64_t>(k + 1023) << 52);
+}
 
 // A binary floating-point format: `precision` significand bits (with the
 // implicit one), exponents of normal numbers in [min_exp, max_exp].
