@@ -209,17 +209,14 @@ Acc ScaleAndMax(Acc* row, int64_t n, Acc scale) {
     row[c] *= scale;
     max[0] = std::max(max[0], row[c]);
   }
-  return std::max(std::max(max[0], max[1]), std::max(max[2], max[3]));
+  for (int l = 1; l < kChains; ++l) max[0] = std::max(max[0], max[l]);
+  return max[0];
 }
 
 struct Item {
   int sequence;
   int head;
 };
-
-// Float32's unit roundoff: the logit rounding a float32 kernel's Q K^T
-// carries whatever the order of its sums.
-constexpr double kFloat32UnitRoundoff = 0x1p-24;
 
 // For one query row: the largest over its output columns of
 // sum_c p_c |v_cj - o_j| size_c, where p (unnormalized, divided by
@@ -231,14 +228,16 @@ double LogitSizeWeightedSpread(const double* probabilities, const double* abs_sc
                                double denominator, const double* v_panels, const double* out,
                                int64_t keys, int64_t dv) {
   constexpr int64_t kWidth = kPanel<double>;
+  const double weight_scale = std::fabs(scale) / denominator;
   double worst = 0;
   for (int64_t j0 = 0; j0 < dv; j0 += kWidth) {
-    double spread[kWidth] = {};
+    double o[kWidth], spread[kWidth] = {};
+    for (int64_t jj = 0; jj < kWidth; ++jj) o[jj] = out[j0 + jj] / denominator;
     const double* panel = v_panels + j0 * keys;
     for (int64_t c = 0; c < keys; ++c) {
-      const double weight = probabilities[c] / denominator * std::fabs(scale) * abs_scores[c];
+      const double weight = weight_scale * probabilities[c] * abs_scores[c];
       for (int64_t jj = 0; jj < kWidth; ++jj) {
-        spread[jj] += weight * std::fabs(panel[c * kWidth + jj] - out[j0 + jj] / denominator);
+        spread[jj] += weight * std::fabs(panel[c * kWidth + jj] - o[jj]);
       }
     }
     for (int64_t jj = 0; jj < kWidth && j0 + jj < dv; ++jj) {
@@ -331,12 +330,17 @@ void AttendHead(const VarlenAttentionParams& p, const Item& item, bool round_pro
     }
     gemm(scores, keys_padded, block, v_panels, keys, dv_padded, out, dv_padded);
     if constexpr (std::is_same_v<Acc, double>) {
-      for (int r = 0; measure && r < block; ++r) {
-        const double effect =
-            kFloat32UnitRoundoff *
-            LogitSizeWeightedSpread(scores + r * keys_padded, abs_scores + r * keys_padded, scale,
-                                    denominator[r], v_panels, out + r * dv_padded, keys, dv);
-        *logit_rounding = std::max(*logit_rounding, effect);
+      if (measure) {
+        // The logit rounding a float32 kernel's Q K^T carries whatever the
+        // order of its sums.
+        const double u = UnitRoundoff(DType::kFloat32);
+        for (int r = 0; r < block; ++r) {
+          *logit_rounding =
+              std::max(*logit_rounding, u * LogitSizeWeightedSpread(scores + r * keys_padded,
+                                                                    abs_scores + r * keys_padded,
+                                                                    scale, denominator[r], v_panels,
+                                                                    out + r * dv_padded, keys, dv));
+        }
       }
     }
     for (int r = 0; r < block; ++r) {
