@@ -17,6 +17,7 @@
 //   varlen backends
 //       Lists the backends with their capabilities and availability.
 //   varlen check [--backends=A,B] [--tier=smoke|full|nightly] [--report=DIR] [--corpus=DIR]
+//                [--budget_scale=X]
 //                [--expectations=FILE]
 //       The main job: the regression corpus and the conformance suite's
 //       generated properties on every available backend (or those named),
@@ -84,11 +85,14 @@ ABSL_FLAG(std::string, sglang, "",
           "every modelled version, or empty for each case's own (default: the latest)");
 ABSL_FLAG(std::string, tier, "smoke", "check, mutants: the suite's tier (smoke, full, nightly)");
 ABSL_FLAG(std::string, backends, "", "check: comma-separated backends (default: every available)");
+ABSL_FLAG(double, budget_scale, 1.0,
+          "check: multiplies the tier's case counts and time budgets (below 1: a slow backend)");
 ABSL_FLAG(std::string, report, "",
           "check: the folder for junit.xml, matrix.md, pictures, failures");
 ABSL_FLAG(std::string, corpus, "", "check: the corpus to replay (default: this build's)");
 ABSL_FLAG(std::string, expectations, "",
-          "check: an expectations manifest of known gaps (default: $VARLEN_EXPECTATIONS)");
+          "check: expectations manifests of known gaps, comma-separated (default: "
+          "$VARLEN_EXPECTATIONS)");
 ABSL_FLAG(std::string, target, "", "decode: the fuzz target whose decoder reads FILE");
 ABSL_FLAG(bool, anchors, false, "mutants: also run the other projects' generators");
 ABSL_FLAG(std::string, only, "", "mutants: only the mutants whose name contains this");
@@ -124,7 +128,7 @@ bool CheckFlagNames(int argc, char** argv, std::string* unknown) {
   constexpr absl::string_view kKnown[] = {
       "backend", "json",     "brief",     "nojson",  "nobrief",      "sglang", "tier",
       "save",    "anchors",  "noanchors", "only",    "backends",     "report", "corpus",
-      "help",    "helpfull", "helpshort", "version", "expectations", "target"};
+      "help",    "helpfull", "helpshort", "version", "expectations", "target", "budget_scale"};
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
     if (arg == "--") break;
@@ -377,22 +381,26 @@ int Check() {
   absl::StatusOr<Tier> tier = ParseTier(absl::GetFlag(FLAGS_tier));
   if (!tier.ok()) return UsageError(absl::StrCat("--tier: ", tier.status().message()));
   options.tier = *tier;
+  options.budget_scale = absl::GetFlag(FLAGS_budget_scale);
+  if (!(options.budget_scale > 0)) {
+    return UsageError(absl::StrCat("--budget_scale=", options.budget_scale, " must be positive"));
+  }
   const std::string backends = absl::GetFlag(FLAGS_backends);
   if (!backends.empty()) options.backends = absl::StrSplit(backends, ',', absl::SkipEmpty());
   options.corpus_dir = absl::GetFlag(FLAGS_corpus);
   if (options.corpus_dir.empty()) options.corpus_dir = VARLEN_CORPUS_DIR;
   options.report_dir = absl::GetFlag(FLAGS_report);
-  std::string manifest = absl::GetFlag(FLAGS_expectations);
-  if (const char* env = std::getenv("VARLEN_EXPECTATIONS"); manifest.empty() && env != nullptr) {
-    manifest = env;
+  std::string manifests = absl::GetFlag(FLAGS_expectations);
+  if (const char* env = std::getenv("VARLEN_EXPECTATIONS"); manifests.empty() && env != nullptr) {
+    manifests = env;
   }
-  if (!manifest.empty()) {
-    absl::StatusOr<Expectations> loaded = LoadExpectations(manifest);
+  for (absl::string_view manifest : absl::StrSplit(manifests, ',', absl::SkipEmpty())) {
+    absl::StatusOr<Expectations> loaded = LoadExpectations(std::string(manifest));
     if (!loaded.ok()) {
       std::cerr << "varlen: --expectations: " << loaded.status().message() << "\n";
       return kExitInvalid;
     }
-    options.expectations = std::make_shared<const Expectations>(*std::move(loaded));
+    options.expectations.push_back(std::make_shared<const Expectations>(*std::move(loaded)));
   }
   options.progress = [](const std::string& line) { std::cerr << line << "\n"; };
   absl::StatusOr<CheckReport> report = RunCheck(options);
@@ -400,20 +408,7 @@ int Check() {
     std::cerr << "varlen: " << report.status().message() << "\n";
     return kExitInvalid;
   }
-  std::cout << CheckMatrixMarkdown(*report);
-  if (!options.report_dir.empty()) {
-    std::cout << "report: " << options.report_dir << "/junit.xml, " << options.report_dir
-              << "/matrix.md\n";
-  }
-  int failed = 0;
-  for (const CheckItem& item : report->items) {
-    if (item.status != CheckStatus::kFail) continue;
-    ++failed;
-    std::cout << "\nFAIL " << item.backend << " " << item.kind << " " << item.name << "\n"
-              << item.message << "\n";
-  }
-  std::cout << "summary: " << report->items.size() << " checks on " << report->backends.size()
-            << " backends, tier " << TierName(options.tier) << ": " << failed << " failed\n";
+  std::cout << CheckResultText(*report, options);
   std::vector<const Backend*> checked;
   for (const std::string& name : report->backends) {
     if (const Backend* backend = FindBackend(name); backend != nullptr) checked.push_back(backend);

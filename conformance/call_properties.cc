@@ -6,6 +6,7 @@
 // executor, with the backend's own resolution (Backend::ResolveCall).
 
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,15 +22,14 @@
 namespace varlen::internal {
 namespace {
 
+// Sequences longer than this make a case long (GenLongForwardCase's).
+constexpr int64_t kLongFormsFrom = 512;
+
 // One way of passing a case's arguments, and what it is in words.
 struct CallForm {
   std::string label;
   CallSpec call;
 };
-
-int64_t Longest(const Geometry& g) {
-  return g.seq_lens.empty() ? 0 : *std::max_element(g.seq_lens.begin(), g.seq_lens.end());
-}
 
 void SetKwarg(CallSpec* call, const std::string& key, ArgLiteral value) {
   std::erase_if(call->kwargs, [&](const auto& item) { return item.first == key; });
@@ -45,7 +45,7 @@ std::vector<CallForm> WellFormedForms(const Case& c) {
   const Geometry& g = c.geometry;
   const Profile profile = c.call.profile;
   const std::vector<int64_t> offsets = OffsetsOf(g.seq_lens);
-  const int64_t longest = Longest(g);
+  const int64_t longest = g.longest();
   std::vector<CallForm> forms;
   auto add = [&](std::string label, bool prepared, Entry entry, auto&& edit) {
     if (entry == Entry::kLayer && g.total_tokens() == 0) return;  // the layer reshapes q
@@ -91,12 +91,19 @@ std::vector<CallForm> WellFormedForms(const Case& c) {
 }
 
 // The executor's outcome for `c` with `call` in `mode`, the output kept.
-Outcome RunForm(const Backend& backend, Case c, const CallSpec& call, Mode mode) {
+// Every spelling of one geometry has the same reference: `reference` holds
+// it once a run has computed it.
+Outcome RunForm(const Backend& backend, Case c, const CallSpec& call, Mode mode,
+                std::shared_ptr<const Reference>* reference) {
   c.call = call;
   c.mode = mode;
   RunOptions options;
   options.keep_output = true;
-  return RunCase(c, backend, options);
+  options.reference = *reference;
+  CaseRunner runner(std::move(c), options);
+  Outcome outcome = runner.Run(backend);
+  if (*reference == nullptr) *reference = runner.computed_reference();
+  return outcome;
 }
 
 }  // namespace
@@ -106,16 +113,23 @@ std::string CheckArgumentForms(const Backend& backend, const Case& generated, Pr
   c.call.layout = QLayout::kPacked;
   const std::vector<CallForm> forms = WellFormedForms(c);
   if (forms.size() < 2) return "";
-  // A few forms per case, the default spelling first to compare against.
+  // A few forms per case, the default spelling first to compare against;
+  // one for a long case, where each costs a long forward run.
   std::vector<size_t> chosen = {0};
-  for (int i = 0; i < 3; ++i) chosen.push_back(*rc::gen::inRange<size_t>(1, forms.size()));
+  const int others = c.geometry.longest() > kLongFormsFrom ? 1 : 3;
+  for (int i = 0; i < others; ++i) chosen.push_back(*rc::gen::inRange<size_t>(1, forms.size()));
   std::optional<Outcome> first;
   std::string first_label;
+  std::shared_ptr<const Reference> reference;
+  // An engine's own backend class has one mode, which faithful mode models.
+  const std::vector<Mode> modes = backend.call_level()
+                                      ? std::vector<Mode>{Mode::kFaithful}
+                                      : std::vector<Mode>{Mode::kHardened, Mode::kFaithful};
   for (const size_t index : chosen) {
     const CallForm& form = forms[index];
-    for (const Mode mode : {Mode::kHardened, Mode::kFaithful}) {
+    for (const Mode mode : modes) {
       const std::string label = absl::StrCat(form.label, " (", ModeName(mode), ")");
-      const Outcome outcome = RunForm(backend, c, form.call, mode);
+      const Outcome outcome = RunForm(backend, c, form.call, mode, &reference);
       if (outcome.verdict == Verdict::kUnsupported) {
         if (!first.has_value()) ++run->unsupported;
         return "";
@@ -124,6 +138,7 @@ std::string CheckArgumentForms(const Backend& backend, const Case& generated, Pr
       shown.call = form.call;
       shown.mode = mode;
       if (outcome.verdict == Verdict::kFail) {
+        run->replay = shown;
         return absl::StrCat("a well-formed call failed: ", label, "\n",
                             FormatOutcomeText(shown, "generated", outcome));
       }
@@ -156,20 +171,30 @@ std::string CheckGraphSafety(const Backend& backend, const Case& generated, Prop
   // SGLang's flashinfer_cudnn path reads a device bool for its bounds check
   // even with prepared metadata (contract: host syncs); hardened mode must not.
   std::vector<Mode> modes = {Mode::kHardened};
+  if (backend.call_level()) modes.clear();  // an engine's own code has faithful mode's only
   if (profile != Profile::kFlashinferCudnn) modes.push_back(Mode::kFaithful);
+  std::shared_ptr<const Reference> reference;
   for (const Mode mode : modes) {
     c.mode = mode;
-    const Outcome outcome = RunCase(c, backend);
+    const Outcome outcome = RunForm(backend, c, c.call, mode, &reference);
     if (outcome.verdict == Verdict::kUnsupported) {
       ++run->unsupported;
       return "";
     }
     if (outcome.verdict == Verdict::kFail) {
+      run->replay = c;
       return absl::StrCat("a call with prepared metadata failed\n",
                           FormatOutcomeText(c, "generated", outcome));
     }
-    const DeviceEventCounts counts = outcome.resolution->counts();
+    // A call-level backend: what it was seen doing, where that can be seen.
+    const std::optional<DeviceEventCounts> observed =
+        outcome.engine.has_value() ? outcome.engine->device_events
+                                   : std::optional(outcome.resolution->counts());
+    if (!observed.has_value()) continue;
+    const DeviceEventCounts& counts = *observed;
     if (counts.host_syncs != 0 || counts.host_to_device_copies != 0) {
+      run->replay = c;
+      run->replay->expect->host_syncs = 0;
       return absl::StrCat(ModeName(mode), " resolution of a call with prepared metadata made ",
                           counts.host_syncs, " host syncs and ", counts.host_to_device_copies,
                           " host-to-device copies: it cannot be captured in a CUDA graph\n",
@@ -187,7 +212,7 @@ std::string CheckNoSilentCorruption(const Backend& backend, const Case& generate
   c.expect.reset();
   const Geometry& g = c.geometry;
   const std::vector<int64_t> offsets = OffsetsOf(g.seq_lens);
-  const int64_t longest = Longest(g);
+  const int64_t longest = g.longest();
   const Profile profile = c.call.profile;
   // One realistic corruption of a correct call.
   std::vector<std::pair<std::string, CallSpec>> corrupted;
@@ -252,6 +277,7 @@ std::string CheckNoSilentCorruption(const Backend& backend, const Case& generate
     return "";
   }
   if (outcome.observed != Observed::kCorruption) return "";
+  run->replay = bad;  // no expectation: a silent corruption fails it
   return absl::StrCat("hardened mode let a corrupted call through (", what, ") to a wrong output\n",
                       FormatOutcomeText(bad, "generated", outcome));
 }

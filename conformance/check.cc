@@ -71,15 +71,18 @@ std::vector<const Backend*> ChooseBackends(const std::vector<std::string>& names
 
 // The manifest when it applies to `backend`, else null.
 const Expectations* ExpectationsFor(const CheckOptions& options, absl::string_view backend) {
-  const Expectations* e = options.expectations.get();
-  return e != nullptr && AppliesTo(*e, backend) ? e : nullptr;
+  for (const auto& e : options.expectations) {
+    if (AppliesTo(*e, backend)) return e.get();
+  }
+  return nullptr;
 }
 
 // The manifest entry for `test` on `backend`, or null.
 const ExpectationEntry* EntryFor(const CheckOptions& options, absl::string_view backend,
-                                 const std::string& test, std::optional<DType> dtype) {
+                                 const std::string& test, std::optional<DType> dtype,
+                                 std::optional<Distribution> distribution = std::nullopt) {
   const Expectations* e = ExpectationsFor(options, backend);
-  return e == nullptr ? nullptr : FindExpectation(*e, test, dtype, Today());
+  return e == nullptr ? nullptr : FindExpectation(*e, test, dtype, Today(), distribution);
 }
 
 // A skip entry: the item is not run.
@@ -92,6 +95,7 @@ bool SkippedByExpectation(const ExpectationEntry* entry, CheckItem* item) {
 
 // Turns the pass or fail of `item` into what the manifest entry says of it.
 void ApplyExpectation(const CheckOptions& options, const ExpectationEntry* entry, CheckItem* item) {
+  const Expectations* manifest = ExpectationsFor(options, item->backend);
   if (entry == nullptr) return;
   const std::string described = DescribeEntry(*entry);
   const bool failed = item->status == CheckStatus::kFail;
@@ -101,7 +105,7 @@ void ApplyExpectation(const CheckOptions& options, const ExpectationEntry* entry
         entry->expect == Expect::kFlaky ? "failure tolerated (flaky): " : "expected failure: ",
         described, "\n", item->message);
   } else if (item->status == CheckStatus::kPass && entry->expect == Expect::kFail) {
-    const bool strict = options.expectations->strict;
+    const bool strict = manifest != nullptr && manifest->strict;
     item->status = strict ? CheckStatus::kFail : CheckStatus::kXPass;
     item->message = absl::StrCat("XPASS: passed, but the expectations manifest says ", described,
                                  strict ? "; remove the entry" : "");
@@ -116,8 +120,8 @@ void ReplayCorpus(const CheckOptions& options, const std::vector<const Backend*>
     CaseRunner runner(c);
     for (const Backend* backend : backends) {
       CheckItem item{std::string(backend->name()), "corpus", c.name};
-      const ExpectationEntry* entry =
-          EntryFor(options, item.backend, CorpusTestName(c.name), c.geometry.dtype);
+      const ExpectationEntry* entry = EntryFor(options, item.backend, CorpusTestName(c.name),
+                                               c.geometry.dtype, c.data.distribution);
       if (!SkippedByExpectation(entry, &item)) {
         const auto start = std::chrono::steady_clock::now();
         const Outcome outcome = runner.Run(*backend);
@@ -168,10 +172,9 @@ void RunProperties(const CheckOptions& options, const Backend& backend, CheckRep
       continue;
     }
     PropertyRunOptions run;
-    run.budget = BudgetFor(property, options.tier);
+    run.budget = ScaleBudget(BudgetFor(property, options.tier), options.budget_scale);
     if (const Expectations* e = ExpectationsFor(options, item.backend); e != nullptr) {
-      run.generator = GenForwardCase(
-          WithoutSkippedDTypes(backend.capabilities(), *e, test, Today()), run.budget.limits);
+      ApplySkipEntries(*e, test, backend, &run);
     }
     const PropertyRunResult result = RunProperty(property, backend, run);
     item.seconds = result.seconds;
@@ -188,11 +191,14 @@ void RunProperties(const CheckOptions& options, const Backend& backend, CheckRep
       if (result.shrunk.has_value() && !options.report_dir.empty()) {
         absl::StatusOr<std::string> path =
             WriteShrunkCase((std::filesystem::path(options.report_dir) / "failures").string(),
-                            backend.name(), property, options.tier, *result.shrunk, result.why);
+                            backend.name(), property, options.tier, result);
         if (path.ok()) {
           item.shrunk = *path;
-          absl::StrAppend(&item.message, "\nshrunk case: ", *path, "\nreproduce: varlen repro ",
-                          *path, " --backend=", backend.name());
+          const auto command = options.repro_commands.find(item.backend);
+          absl::StrAppend(&item.message, "\nshrunk case: ", *path, "\nreproduce: ",
+                          command == options.repro_commands.end()
+                              ? absl::StrCat("varlen repro ", *path, " --backend=", backend.name())
+                              : absl::StrReplaceAll(command->second, {{"{file}", *path}}));
         }
         const Outcome outcome = RunCase(*result.shrunk, backend);
         item.picture = DrawPicture(options, item.backend, property, outcome);
@@ -201,13 +207,35 @@ void RunProperties(const CheckOptions& options, const Backend& backend, CheckRep
     ApplyExpectation(options, entry, &item);
     if (options.progress) {
       options.progress(
-          absl::StrFormat("[%s] %s: %s, %d cases (%.1f s)%s", backend.name(), property,
-                          CheckStatusName(item.status), result.executed, result.seconds,
+          absl::StrFormat("[%s] %s: %s, %s%s", backend.name(), property,
+                          CheckStatusName(item.status), DescribeRun(result),
                           item.shrunk.empty() ? "" : absl::StrCat(", shrunk case ", item.shrunk)));
     }
     report->items.push_back(std::move(item));
   }
 }
+
+}  // namespace
+
+std::string CheckResultText(const CheckReport& report, const CheckOptions& options) {
+  std::string text = CheckMatrixMarkdown(report);
+  if (!options.report_dir.empty()) {
+    absl::StrAppend(&text, "report: ", options.report_dir, "/junit.xml, ", options.report_dir,
+                    "/matrix.md\n");
+  }
+  int failed = 0;
+  for (const CheckItem& item : report.items) {
+    if (item.status != CheckStatus::kFail) continue;
+    ++failed;
+    absl::StrAppend(&text, "\nFAIL ", item.backend, " ", item.kind, " ", item.name, "\n",
+                    item.message, "\n");
+  }
+  absl::StrAppend(&text, "summary: ", report.items.size(), " checks on ", report.backends.size(),
+                  " backends, tier ", TierName(options.tier), ": ", failed, " failed\n");
+  return text;
+}
+
+namespace {
 
 std::string XmlEscape(absl::string_view text) {
   return absl::StrReplaceAll(

@@ -26,9 +26,10 @@ class CorpusCaseTest : public testing::Test {
 
   void TestBody() override {
     const ExpectationEntry* entry =
-        expectations_ == nullptr ? nullptr
-                                 : FindExpectation(*expectations_, CorpusTestName(case_->name),
-                                                   case_->geometry.dtype, Today());
+        expectations_ == nullptr
+            ? nullptr
+            : FindExpectation(*expectations_, CorpusTestName(case_->name), case_->geometry.dtype,
+                              Today(), case_->data.distribution);
     if (entry != nullptr && entry->expect == Expect::kSkip) {
       GTEST_SKIP() << "expectations manifest: " << DescribeEntry(*entry);
     }
@@ -46,6 +47,15 @@ class CorpusCaseTest : public testing::Test {
   std::string file_;
   const Backend* backend_;
   const Expectations* expectations_;
+};
+
+class UnavailableTest : public testing::Test {
+ public:
+  explicit UnavailableTest(absl::Status why) : why_(std::move(why)) {}
+  void TestBody() override { GTEST_SKIP() << why_.message(); }
+
+ private:
+  absl::Status why_;
 };
 
 }  // namespace
@@ -73,6 +83,16 @@ absl::Status RegisterCorpusTests(const std::string& corpus_dir,
   if (files.empty()) {
     return absl::NotFoundError(absl::StrCat(corpus_dir, ": no case files"));
   }
+  // A backend this machine cannot run (a GPU backend without a device) gets
+  // one skipped test with the reason, not one per case.
+  std::erase_if(backends, [&](const Backend* backend) {
+    const absl::Status available = backend->Available();
+    if (available.ok()) return false;
+    testing::RegisterTest(
+        "Corpus", absl::StrCat("all/", backend->name()).c_str(), nullptr, nullptr, __FILE__,
+        __LINE__, [available]() -> testing::Test* { return new UnavailableTest(available); });
+    return true;
+  });
   std::map<std::string, std::string> file_of_test_name;
   for (const std::string& file : files) {
     VARLEN_ASSIGN_OR_RETURN(Case loaded, LoadCaseFile(file));

@@ -39,10 +39,11 @@ absl::StatusOr<ExpectationEntry> ParseEntry(const Json& j, absl::string_view ori
   if (!j.is_object())
     return Invalid(origin, path, absl::StrCat("expected an object, got ", j.dump()));
   for (const auto& [key, value] : j.items()) {
-    if (key != "test" && key != "dtype" && key != "expect" && key != "reason" && key != "issue" &&
-        key != "expires") {
+    if (key != "test" && key != "dtype" && key != "distribution" && key != "expect" &&
+        key != "reason" && key != "issue" && key != "expires") {
       return Invalid(origin, absl::StrCat(path, ".", key),
-                     "unknown key (known: test, dtype, expect, reason, issue, expires)");
+                     "unknown key (known: test, dtype, distribution, expect, reason, issue, "
+                     "expires)");
     }
   }
   ExpectationEntry entry;
@@ -81,6 +82,16 @@ absl::StatusOr<ExpectationEntry> ParseEntry(const Json& j, absl::string_view ori
     absl::StatusOr<DType> dtype = ParseDType(*text);
     if (!dtype.ok()) return Invalid(origin, path + ".dtype", dtype.status().message());
     entry.dtype = *dtype;
+  }
+
+  text = StringField(j, "distribution", false, origin, path);
+  if (!text.ok()) return text.status();
+  if (!text->empty()) {
+    absl::StatusOr<Distribution> distribution = ParseDistribution(*text);
+    if (!distribution.ok()) {
+      return Invalid(origin, path + ".distribution", distribution.status().message());
+    }
+    entry.distribution = *distribution;
   }
 
   text = StringField(j, "expires", false, origin, path);
@@ -149,11 +160,13 @@ bool Expired(const ExpectationEntry& entry, absl::CivilDay today) {
 }
 
 const ExpectationEntry* FindExpectation(const Expectations& expectations, absl::string_view test,
-                                        std::optional<DType> dtype, absl::CivilDay today) {
+                                        std::optional<DType> dtype, absl::CivilDay today,
+                                        std::optional<Distribution> distribution) {
   const std::string name(test);
   for (const ExpectationEntry& entry : expectations.entries) {
     if (Expired(entry, today)) continue;
     if (entry.dtype.has_value() && entry.dtype != dtype) continue;
+    if (entry.distribution.has_value() && entry.distribution != distribution) continue;
     if (fnmatch(entry.test.c_str(), name.c_str(), 0) == 0) return &entry;
   }
   return nullptr;
@@ -189,6 +202,9 @@ std::string DescribeEntry(const ExpectationEntry& entry) {
                    : entry.expect == Expect::kSkip ? "skip"
                                                    : "flaky",
                    entry.dtype.has_value() ? absl::StrCat(" (", DTypeName(*entry.dtype), ")") : "",
+                   entry.distribution.has_value()
+                       ? absl::StrCat(" (", DistributionName(*entry.distribution), " data)")
+                       : "",
                    ": ", entry.reason);
   if (!entry.issue.empty()) absl::StrAppend(&text, " (", entry.issue, ")");
   if (entry.expires.has_value())
@@ -207,6 +223,20 @@ BackendCapabilities WithoutSkippedDTypes(BackendCapabilities caps, const Expecta
     return e != nullptr && e->dtype.has_value() && e->expect == Expect::kSkip;
   });
   return caps;
+}
+
+std::vector<Distribution> SkippedDistributions(const Expectations& expectations,
+                                               absl::string_view test, absl::CivilDay today) {
+  std::vector<Distribution> skipped;
+  const std::string name(test);
+  for (const ExpectationEntry& entry : expectations.entries) {
+    if (Expired(entry, today) || entry.expect != Expect::kSkip || entry.dtype.has_value() ||
+        !entry.distribution.has_value() || fnmatch(entry.test.c_str(), name.c_str(), 0) != 0) {
+      continue;
+    }
+    skipped.push_back(*entry.distribution);
+  }
+  return skipped;
 }
 
 }  // namespace varlen

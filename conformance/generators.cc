@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "varlen/cases/case_json.h"
 #include "varlen/cases/limits.h"
+#include "varlen/contract/metadata.h"
 
 namespace varlen {
 namespace {
@@ -84,15 +85,16 @@ rc::Gen<int64_t> GenSpecialLength(int64_t max_len) {
 
 }  // namespace
 
-void FitBudget(Geometry* g, int64_t max_macs) {
+void FitBudget(Geometry* g, int64_t max_macs, int64_t min_head_dim) {
   if (AttentionMacs(*g) <= max_macs) return;
   // Keep the GQA ratio and two KV heads, so a wrong head mapping still shows.
   const int64_t kv_heads = std::min<int64_t>(g->num_kv_heads, 2);
   g->num_heads = g->num_heads / g->num_kv_heads * kv_heads;
   g->num_kv_heads = kv_heads;
-  while (AttentionMacs(*g) > max_macs && (g->head_dim > 16 || g->head_dim_v > 16)) {
-    g->head_dim = std::max<int64_t>(16, g->head_dim / 2);
-    g->head_dim_v = std::max<int64_t>(16, g->head_dim_v / 2);
+  while (AttentionMacs(*g) > max_macs &&
+         (g->head_dim > min_head_dim || g->head_dim_v > min_head_dim)) {
+    g->head_dim = std::max<int64_t>(std::min(min_head_dim, g->head_dim), g->head_dim / 2);
+    g->head_dim_v = std::max<int64_t>(std::min(min_head_dim, g->head_dim_v), g->head_dim_v / 2);
   }
   while (AttentionMacs(*g) > max_macs) {
     auto longest = std::max_element(g->seq_lens.begin(), g->seq_lens.end());
@@ -248,6 +250,103 @@ rc::Gen<std::vector<int64_t>> GenSpecialSeqLens(const ForwardLimits& limits) {
   });
 }
 
+namespace {
+
+// The data, mode, version and correct call of a forward case whose geometry
+// is drawn; inside rc::gen::exec.
+void DrawForwardCall(const BackendCapabilities& caps,
+                     const std::vector<Distribution>& excluded_distributions, Case* c) {
+  const Geometry& g = c->geometry;
+  c->data.seed = *rc::gen::inRange<uint64_t>(0, 1'000'000);
+  c->data.distribution = *rc::gen::weightedOneOf<Distribution>(
+      {{6, rc::gen::just(Distribution::kNormal)},
+       {1, rc::gen::element(Distribution::kUniform, Distribution::kSparseSmallIntegers,
+                            Distribution::kLargeLogits, Distribution::kDominantLogit,
+                            Distribution::kConstantRows, Distribution::kNonFinite,
+                            Distribution::kSubnormal)}});
+  if (std::find(excluded_distributions.begin(), excluded_distributions.end(),
+                c->data.distribution) != excluded_distributions.end()) {
+    // Excluded data falls back to normal data, so the draw order stays.
+    c->data.distribution = Distribution::kNormal;
+  }
+  c->mode = *rc::gen::element(Mode::kFaithful, Mode::kHardened);
+  c->sglang = *rc::gen::elementOf(
+      std::vector<SglangVersion>(ModelledSglangVersions().begin(), ModelledSglangVersions().end()));
+
+  std::vector<Profile> profiles = ForwardProfiles(caps);
+  std::erase_if(profiles, [&](Profile p) { return !ProfileCanCarry(p, g); });
+  RC_PRE(!profiles.empty());
+  const Profile profile = *rc::gen::elementOf(profiles);
+  const bool prepared = *rc::gen::arbitrary<bool>();
+  const Entry entry =
+      g.total_tokens() > 0 && *rc::gen::arbitrary<bool>() ? Entry::kLayer : Entry::kDirect;
+  SetCorrectCall(c, profile, prepared, entry);
+  if (caps.strided_inputs && ProfileTakesFusedQkv(profile, g) && *rc::gen::inRange(0, 3) == 0) {
+    c->call.layout = QLayout::kFusedQkv;
+  }
+}
+
+// The floating dtypes of `caps`, one drawn.
+DType DrawDType(const BackendCapabilities& caps) {
+  std::vector<DType> dtypes;
+  for (DType d : caps.input_dtypes) {
+    if (IsFloatingPoint(d)) dtypes.push_back(d);
+  }
+  RC_PRE(!dtypes.empty());
+  return *rc::gen::elementOf(dtypes);
+}
+
+void FitCapabilities(const BackendCapabilities& caps, Geometry* g) {
+  if (caps.max_sequences > 0 && static_cast<int64_t>(g->seq_lens.size()) > caps.max_sequences) {
+    g->seq_lens.resize(static_cast<size_t>(caps.max_sequences));
+  }
+  if (caps.max_tokens > 0) {
+    while (g->total_tokens() > caps.max_tokens)
+      *std::max_element(g->seq_lens.begin(), g->seq_lens.end()) /= 2;
+  }
+}
+
+// RapidCheck's largest size (its default max_size).
+constexpr int kFullSize = 100;
+
+// The values inside [lo, hi] of `values` shifted by -1, 0 and +1.
+std::vector<int64_t> EdgesWithin(const std::vector<int64_t>& values, int64_t lo, int64_t hi) {
+  std::vector<int64_t> edges;
+  for (int64_t v : values) {
+    for (int64_t e : {v - 1, v, v + 1}) {
+      if (e >= lo && e <= hi) edges.push_back(e);
+    }
+  }
+  std::sort(edges.begin(), edges.end());
+  edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
+  return edges;
+}
+
+rc::Gen<int64_t> GenLongLength(const LongLimits& limits) {
+  const int64_t lo = std::max<int64_t>(1, limits.min_len);
+  const int64_t hi = std::max(lo, limits.max_len);
+  std::vector<int64_t> tiles, powers, buckets;
+  for (int64_t tile : {64, 128}) {
+    for (int64_t n = (lo / tile) * tile; n <= hi + 1; n += tile) tiles.push_back(n);
+  }
+  for (int64_t n = 1; n <= 2 * hi; n *= 2) powers.push_back(n);
+  for (int64_t n : kMaxSeqlenBuckets) buckets.push_back(n);
+  // An edge list outside [lo, hi] is empty: weight 0.
+  const auto edges = [lo, hi](const std::vector<int64_t>& values) {
+    std::vector<int64_t> within = EdgesWithin(values, lo, hi);
+    if (within.empty()) return std::pair<uint32_t, rc::Gen<int64_t>>(0, rc::gen::just(lo));
+    return std::pair<uint32_t, rc::Gen<int64_t>>(2, rc::gen::elementOf(std::move(within)));
+  };
+  // The longest the tier reaches: a bug past some length shows there first.
+  return rc::gen::weightedOneOf<int64_t>({{3, rc::gen::inRange<int64_t>(lo, hi + 1)},
+                                          edges(tiles),
+                                          edges(powers),
+                                          edges(buckets),
+                                          {1, rc::gen::element(hi, std::max(lo, hi - 1))}});
+}
+
+}  // namespace
+
 rc::Gen<Case> GenForwardCase(const BackendCapabilities& caps, const ForwardLimits& limits) {
   return rc::gen::exec([caps, limits] {
     Case c;
@@ -255,9 +354,7 @@ rc::Gen<Case> GenForwardCase(const BackendCapabilities& caps, const ForwardLimit
     c.source = "varlen conformance suite, generated";
     Geometry& g = c.geometry;
     g.seq_lens = *GenSpecialSeqLens(limits);
-    if (caps.max_sequences > 0 && static_cast<int64_t>(g.seq_lens.size()) > caps.max_sequences) {
-      g.seq_lens.resize(static_cast<size_t>(caps.max_sequences));
-    }
+    FitCapabilities(caps, &g);
     const int64_t ratio = caps.grouped_query_attention ? *rc::gen::element<int64_t>(1, 2, 4, 8) : 1;
     g.num_kv_heads = *rc::gen::inRange<int64_t>(1, 3);
     g.num_heads = g.num_kv_heads * ratio;
@@ -274,42 +371,65 @@ rc::Gen<Case> GenForwardCase(const BackendCapabilities& caps, const ForwardLimit
     if (caps.distinct_value_head_dim && *rc::gen::inRange(0, 4) == 0) {
       g.head_dim_v = *rc::gen::inRange<int64_t>(1, std::min<int64_t>(max_dim, 96) + 1);
     }
-    std::vector<DType> dtypes;
-    for (DType d : caps.input_dtypes) {
-      if (IsFloatingPoint(d)) dtypes.push_back(d);
-    }
-    RC_PRE(!dtypes.empty());
-    g.dtype = *rc::gen::elementOf(dtypes);
+    g.dtype = DrawDType(caps);
     FitBudget(&g, limits.max_macs);
-    if (caps.max_tokens > 0) {
-      while (g.total_tokens() > caps.max_tokens)
-        *std::max_element(g.seq_lens.begin(), g.seq_lens.end()) /= 2;
-    }
-
-    c.data.seed = *rc::gen::inRange<uint64_t>(0, 1'000'000);
-    c.data.distribution = *rc::gen::weightedOneOf<Distribution>(
-        {{6, rc::gen::just(Distribution::kNormal)},
-         {1, rc::gen::element(Distribution::kUniform, Distribution::kSparseSmallIntegers,
-                              Distribution::kLargeLogits, Distribution::kDominantLogit,
-                              Distribution::kConstantRows, Distribution::kNonFinite,
-                              Distribution::kSubnormal)}});
-    c.mode = *rc::gen::element(Mode::kFaithful, Mode::kHardened);
-    c.sglang = *rc::gen::elementOf(std::vector<SglangVersion>(ModelledSglangVersions().begin(),
-                                                              ModelledSglangVersions().end()));
-
-    std::vector<Profile> profiles = ForwardProfiles(caps);
-    std::erase_if(profiles, [&](Profile p) { return !ProfileCanCarry(p, g); });
-    RC_PRE(!profiles.empty());
-    const Profile profile = *rc::gen::elementOf(profiles);
-    const bool prepared = *rc::gen::arbitrary<bool>();
-    const Entry entry =
-        g.total_tokens() > 0 && *rc::gen::arbitrary<bool>() ? Entry::kLayer : Entry::kDirect;
-    SetCorrectCall(&c, profile, prepared, entry);
-    if (caps.strided_inputs && ProfileTakesFusedQkv(profile, g) && *rc::gen::inRange(0, 3) == 0) {
-      c.call.layout = QLayout::kFusedQkv;
-    }
+    FitCapabilities(caps, &g);
+    DrawForwardCall(caps, limits.excluded_distributions, &c);
     return c;
   });
+}
+
+rc::Gen<std::vector<int64_t>> GenLongSeqLens(const LongLimits& limits) {
+  return rc::gen::exec([limits] {
+    const rc::Gen<int64_t> long_length = GenLongLength(limits);
+    const rc::Gen<int64_t> short_length = rc::gen::weightedOneOf<int64_t>(
+        {{1, rc::gen::just<int64_t>(0)}, {3, rc::gen::inRange<int64_t>(1, 41)}});
+    std::vector<int64_t> lengths;
+    const int shape = *rc::gen::weightedOneOf<int>(
+        {{2, rc::gen::just(0)}, {1, rc::gen::just(1)}, {2, rc::gen::just(2)}});
+    if (shape == 0) {  // one long image
+      lengths.push_back(*long_length);
+    } else if (shape == 1) {  // a few long ones
+      const int count = *rc::gen::inRange(2, 4);
+      for (int i = 0; i < count; ++i) lengths.push_back(*long_length);
+    } else {  // one long one among many short and empty ones
+      const int before = *rc::gen::inRange(0, 20);
+      const int after = *rc::gen::inRange(0, 40);
+      for (int i = 0; i < before; ++i) lengths.push_back(*short_length);
+      lengths.push_back(*long_length);
+      for (int i = 0; i < after; ++i) lengths.push_back(*short_length);
+    }
+    return lengths;
+  });
+}
+
+rc::Gen<Case> GenLongForwardCase(const BackendCapabilities& caps, const LongLimits& limits) {
+  // At full size from the first case: a tier runs only a few long cases, and
+  // RapidCheck would draw the first ones at the smallest lengths.
+  return rc::gen::resize(
+      kFullSize, rc::gen::exec([caps, limits] {
+        Case c;
+        c.name = "generated-long";
+        c.source = "varlen conformance suite, generated (long sequences)";
+        Geometry& g = c.geometry;
+        g.seq_lens = *GenLongSeqLens(limits);
+        FitCapabilities(caps, &g);
+        g.num_kv_heads = 1;
+        g.num_heads = caps.grouped_query_attention ? *rc::gen::element<int64_t>(1, 2) : 1;
+        const int64_t max_dim = std::min<int64_t>(caps.max_head_dim, 128);
+        g.head_dim = *rc::gen::weightedOneOf<int64_t>(
+            {{3, rc::gen::inRange<int64_t>(1, std::min<int64_t>(max_dim, 16) + 1)},
+             {1,
+              rc::gen::element(std::min<int64_t>(max_dim, 64), std::min<int64_t>(max_dim, 80))}});
+        g.head_dim_v = g.head_dim;
+        if (caps.distinct_value_head_dim && *rc::gen::inRange(0, 4) == 0) {
+          g.head_dim_v = *rc::gen::inRange<int64_t>(1, std::min<int64_t>(max_dim, 16) + 1);
+        }
+        g.dtype = DrawDType(caps);
+        FitBudget(&g, limits.max_macs, /*min_head_dim=*/1);
+        DrawForwardCall(caps, limits.excluded_distributions, &c);
+        return c;
+      }));
 }
 
 void showValue(const Geometry& g, std::ostream& os) {

@@ -6,6 +6,7 @@
 #define VARLEN_CONFORMANCE_PROPERTIES_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/strings/string_view.h"
@@ -15,9 +16,12 @@
 
 namespace varlen::internal {
 
-// What a property counted over its cases besides failures.
+// What a property counted over its cases besides failures, and the case
+// that replays a failure by itself when there is one (a failing call of a
+// comparison property, rather than the input of the comparison).
 struct PropertyRun {
   int64_t unsupported = 0;
+  std::optional<Case> replay;
 };
 
 struct Property {

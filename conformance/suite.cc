@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include <sstream>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
@@ -22,6 +24,8 @@
 #include "varlen/backend/registry.h"
 #include "varlen/cases/case_json.h"
 #include "varlen/cases/executor.h"
+#include "varlen/cases/limits.h"
+#include "varlen/cases/numerics.h"
 #include "varlen/cases/report.h"
 #include "varlen/conformance/corpus_suite.h"
 #include "varlen/core/status.h"
@@ -105,23 +109,13 @@ class PropertyTest : public testing::Test {
       GTEST_SKIP() << "expectations manifest: " << DescribeEntry(*entry);
     }
     PropertyRunOptions run_options;
-    run_options.budget = BudgetFor(property_.name, options_.tier);
-    if (expectations != nullptr) {
-      // Skip entries with a dtype take that dtype out of the generated cases.
-      run_options.generator = GenForwardCase(
-          WithoutSkippedDTypes(backend_->capabilities(), *expectations, test, Today()),
-          run_options.budget.limits);
-    }
+    run_options.budget =
+        ScaleBudget(BudgetFor(property_.name, options_.tier), options_.budget_scale);
+    if (expectations != nullptr) ApplySkipEntries(*expectations, test, *backend_, &run_options);
     const PropertyRunResult result = RunProperty(property_.name, *backend_, run_options);
-    std::cout << absl::StrFormat("[ varlen   ] %s on %s: %d cases in %.1f s (tier %s, %s)",
-                                 property_.name, backend_->name(), result.executed, result.seconds,
-                                 TierName(options_.tier), result.params_note);
-    if (result.skipped_for_time > 0) {
-      std::cout << "; time budget reached, " << result.skipped_for_time
-                << " generated cases not run";
-    }
-    if (result.unsupported > 0) std::cout << "; " << result.unsupported << " unsupported";
-    std::cout << "\n";
+    std::cout << absl::StrFormat("[ varlen   ] %s on %s: %s (tier %s, %s)\n", property_.name,
+                                 backend_->name(), DescribeRun(result), TierName(options_.tier),
+                                 result.params_note);
     if (result.passed) {
       if (result.unsupported > 0 && result.unsupported == result.executed) {
         GTEST_SKIP() << backend_->name() << " supports none of the generated cases";
@@ -131,9 +125,7 @@ class PropertyTest : public testing::Test {
       return;
     }
     std::string message = result.message;
-    if (result.shrunk.has_value()) {
-      absl::StrAppend(&message, "\n  ", ReportFailure(*result.shrunk, result.why));
-    }
+    if (result.shrunk.has_value()) absl::StrAppend(&message, "\n  ", ReportFailure(result));
     internal::ReportUnderExpectation(entry, expectations != nullptr && expectations->strict,
                                      /*passed=*/false, message);
   }
@@ -141,9 +133,9 @@ class PropertyTest : public testing::Test {
  private:
   // Writes the shrunk case where a user can move it into the corpus, and
   // says how to replay it.
-  std::string ReportFailure(const Case& c, const std::string& why) const {
+  std::string ReportFailure(const PropertyRunResult& result) const {
     absl::StatusOr<std::string> path = WriteShrunkCase(options_.failures_dir, backend_->name(),
-                                                       property_.name, options_.tier, c, why);
+                                                       property_.name, options_.tier, result);
     if (!path.ok()) return std::string(path.status().message());
     std::string command = options_.repro_command.empty()
                               ? std::string("varlen repro {file} --backend={backend}")
@@ -160,10 +152,11 @@ class PropertyTest : public testing::Test {
 }  // namespace
 
 absl::StatusOr<std::string> WriteShrunkCase(const std::string& dir, absl::string_view backend,
-                                            absl::string_view property, Tier tier, Case c,
-                                            const std::string& why) {
-  const Property* found = FindProperty(property);
-  const bool replays = found != nullptr && found->case_replays;
+                                            absl::string_view property, Tier tier,
+                                            const PropertyRunResult& result) {
+  Case c = *result.shrunk;
+  const bool replays = result.shrunk_replays;
+  const std::string& why = result.why;
   c.name = absl::StrCat(backend, "-", property, "-", c.data.seed);
   c.source = absl::StrCat("varlen conformance suite: property ", property, " on backend ", backend,
                           ", tier ", TierName(tier));
@@ -191,6 +184,62 @@ std::vector<std::string> PropertyNames() {
   return names;
 }
 
+namespace {
+
+// One RapidCheck run of `property` over `generator`, adding to `result`:
+// at most `cases` cases, none started after `time_budget_s`.
+bool RunPhase(const Property& property, const Backend& backend, const rc::Gen<Case>& generator,
+              rc::detail::TestParams params, double time_budget_s, bool shrink,
+              PropertyRunResult* result, int64_t* skipped_for_time) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto elapsed = [&start] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  const double seconds_before = result->seconds;
+  bool failed = false;
+  PropertyRun run;
+  const auto testable = [&] {
+    const Case c = *generator;
+    if (time_budget_s > 0 && elapsed() > time_budget_s && !failed) {
+      ++*skipped_for_time;
+      return;
+    }
+    ++result->executed;
+    run.replay.reset();
+    const std::string why = property.check(backend, c, &run);
+    if (!why.empty()) {
+      if (!failed) {
+        result->executions_to_failure = result->executed;
+        result->seconds_to_failure = seconds_before + elapsed();
+      }
+      failed = true;
+      // Shrinking calls back with smaller failing cases: keep the last.
+      result->shrunk = run.replay.value_or(c);
+      result->shrunk_replays = run.replay.has_value() || property.case_replays;
+      result->why = why;
+      RC_FAIL(why);
+    }
+  };
+  rc::detail::TestMetadata metadata;
+  metadata.id = absl::StrCat(property.name, "/", backend.name());
+  metadata.description = metadata.id;
+  // Measurement runs (no shrinking) stay out of RapidCheck's global
+  // "reproduce" report; test runs keep it.
+  QuietListener quiet;
+  const rc::detail::TestResult outcome =
+      shrink ? rc::detail::checkTestable(testable, metadata, params)
+             : rc::detail::checkProperty(rc::detail::toProperty(testable), metadata, params, quiet);
+  result->seconds = seconds_before + elapsed();
+  result->unsupported += run.unsupported;
+  if (outcome.template is<rc::detail::SuccessResult>()) return true;
+  std::ostringstream message;
+  rc::detail::printResultMessage(outcome, message);
+  result->message = message.str();
+  return false;
+}
+
+}  // namespace
+
 PropertyRunResult RunProperty(absl::string_view name, const Backend& backend,
                               const PropertyRunOptions& options) {
   PropertyRunResult result;
@@ -207,52 +256,52 @@ PropertyRunResult RunProperty(absl::string_view name, const Backend& backend,
     result.message = absl::StrCat("RC_PARAMS: ", e.what());
     return result;
   }
-  const rc::Gen<Case> generator = options.generator.has_value()
-                                      ? *options.generator
-                                      : GenForwardCase(backend.capabilities(), budget.limits);
-  const auto start = std::chrono::steady_clock::now();
-  const auto elapsed = [&start] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  };
-  PropertyRun run;
-  const auto testable = [&] {
-    const Case c = *generator;
-    if (budget.time_budget_s > 0 && elapsed() > budget.time_budget_s &&
-        !result.shrunk.has_value()) {
-      ++result.skipped_for_time;
-      return;
-    }
-    ++result.executed;
-    const std::string why = property->check(backend, c, &run);
-    if (!why.empty()) {
-      if (!result.shrunk.has_value()) {
-        result.executions_to_failure = result.executed;
-        result.seconds_to_failure = elapsed();
-      }
-      result.shrunk = c;  // shrinking calls back with smaller failing cases: keep the last
-      result.why = why;
-      RC_FAIL(why);
-    }
-  };
-  rc::detail::TestMetadata metadata;
-  metadata.id = absl::StrCat(property->name, "/", backend.name());
-  metadata.description = metadata.id;
-  // Measurement runs (no shrinking) stay out of RapidCheck's global
-  // "reproduce" report; test runs keep it.
-  QuietListener quiet;
-  const rc::detail::TestResult outcome =
-      options.shrink
-          ? rc::detail::checkTestable(testable, metadata, params)
-          : rc::detail::checkProperty(rc::detail::toProperty(testable), metadata, params, quiet);
-  result.seconds = elapsed();
-  result.unsupported = run.unsupported;
-  result.passed = outcome.template is<rc::detail::SuccessResult>();
-  if (!result.passed) {
-    std::ostringstream message;
-    rc::detail::printResultMessage(outcome, message);
-    result.message = message.str();
-  }
+  const BackendCapabilities caps = options.capabilities.value_or(backend.capabilities());
+  const rc::Gen<Case> generator =
+      options.generator.has_value() ? *options.generator : GenForwardCase(caps, budget.limits);
+  result.passed = RunPhase(*property, backend, generator, params, budget.time_budget_s,
+                           options.shrink, &result, &result.skipped_for_time);
+  if (!result.passed || options.generator.has_value() || budget.long_cases <= 0) return result;
+
+  // The long cases: their own count and time, and a seed of their own per
+  // property (derived from the same one), so that each property sees other
+  // long cases.
+  params.maxSuccess = budget.long_cases;
+  const uint64_t index = static_cast<uint64_t>(property - Properties().data());
+  params.seed += 0x9E3779B97F4A7C15ULL * (index + 1);
+  const int64_t executed = result.executed;
+  const double seconds = result.seconds;
+  result.passed =
+      RunPhase(*property, backend, GenLongForwardCase(caps, budget.long_limits), params,
+               budget.long_time_budget_s, options.shrink, &result, &result.long_skipped_for_time);
+  result.long_executed = result.executed - executed;
+  result.long_seconds = result.seconds - seconds;
   return result;
+}
+
+void ApplySkipEntries(const Expectations& expectations, absl::string_view test,
+                      const Backend& backend, PropertyRunOptions* options) {
+  options->capabilities = WithoutSkippedDTypes(backend.capabilities(), expectations, test, Today());
+  options->budget.limits.excluded_distributions =
+      options->budget.long_limits.excluded_distributions =
+          SkippedDistributions(expectations, test, Today());
+}
+
+std::string DescribeRun(const PropertyRunResult& result) {
+  std::string text = absl::StrFormat("%d cases in %.1f s", result.executed - result.long_executed,
+                                     result.seconds - result.long_seconds);
+  if (result.skipped_for_time > 0) {
+    absl::StrAppend(&text, " (time budget reached, ", result.skipped_for_time, " not run)");
+  }
+  if (result.long_executed > 0 || result.long_skipped_for_time > 0) {
+    absl::StrAppend(
+        &text, absl::StrFormat(", %d long in %.1f s", result.long_executed, result.long_seconds));
+  }
+  if (result.long_skipped_for_time > 0) {
+    absl::StrAppend(&text, " (time budget reached, ", result.long_skipped_for_time, " not run)");
+  }
+  if (result.unsupported > 0) absl::StrAppend(&text, ", ", result.unsupported, " unsupported");
+  return text;
 }
 
 absl::string_view TierName(Tier tier) {
@@ -278,20 +327,30 @@ absl::StatusOr<Tier> ParseTier(absl::string_view name) {
 PropertyBudget BudgetFor(absl::string_view property, Tier tier) {
   PropertyBudget budget;
   // Numerics carries the contract and the special values; it gets the most
-  // cases. The comparisons run the backend twice per case.
+  // cases. The comparisons run the backend twice per case. Long cases get a
+  // fifth of each property's time budget (docs/conformance.md).
   const bool numerics = property == "Numerics";
+  constexpr double kLongShare = 0.2;
   switch (tier) {
     case Tier::kSmoke:
       budget.cases = numerics ? 150 : 60;
       budget.limits.max_macs = 1'500'000;
       budget.time_budget_s = 20;
       budget.seed = 20261130;
+      budget.long_cases = numerics ? 6 : 2;
+      budget.long_limits.min_len = 1000;
+      budget.long_limits.max_len = 5000;
+      budget.long_limits.max_macs = 100'000'000;
       break;
     case Tier::kFull:
       budget.cases = numerics ? 2000 : 600;
       budget.limits.max_macs = 12'000'000;
-      budget.time_budget_s = 300;
+      budget.time_budget_s = 60;
       budget.seed = 1;
+      budget.long_cases = numerics ? 12 : 4;
+      budget.long_limits.min_len = 1000;
+      budget.long_limits.max_len = 16385;
+      budget.long_limits.max_macs = kForwardBudgetMacs;
       break;
     case Tier::kNightly:
       budget.cases = numerics ? 50000 : 15000;
@@ -299,8 +358,31 @@ PropertyBudget BudgetFor(absl::string_view property, Tier tier) {
       budget.limits.max_len = 1100;
       budget.time_budget_s = 3 * 3600;
       budget.seed = 0;  // fresh every night
+      budget.long_cases = numerics ? 2000 : 500;
+      // Beyond 16k where a GPU runs the oracle, up to its budget.
+      budget.long_limits.min_len = 1000;
+      budget.long_limits.max_len = 16385;
+      budget.long_limits.max_macs = kForwardBudgetMacs;
+      if (GpuOracleAvailable().ok()) {
+        budget.long_limits.min_len = 4000;
+        budget.long_limits.max_len = 131073;
+        budget.long_limits.max_macs = kGpuForwardBudget.macs;
+      }
       break;
   }
+  budget.long_time_budget_s = budget.time_budget_s * kLongShare;
+  budget.time_budget_s -= budget.long_time_budget_s;
+  return budget;
+}
+
+PropertyBudget ScaleBudget(PropertyBudget budget, double scale) {
+  const auto scaled = [scale](int n) {
+    return std::max(1, static_cast<int>(std::lround(n * scale)));
+  };
+  budget.cases = scaled(budget.cases);
+  budget.long_cases = scaled(budget.long_cases);
+  budget.time_budget_s *= scale;
+  budget.long_time_budget_s *= scale;
   return budget;
 }
 
@@ -310,6 +392,12 @@ absl::StatusOr<SuiteOptions> ApplyEnvironment(SuiteOptions options) {
     if (!parsed.ok())
       return absl::InvalidArgumentError(absl::StrCat("VARLEN_TIER: ", parsed.status().message()));
     options.tier = *parsed;
+  }
+  if (const char* scale = std::getenv("VARLEN_BUDGET_SCALE"); scale != nullptr && *scale != '\0') {
+    if (!absl::SimpleAtod(scale, &options.budget_scale) || !(options.budget_scale > 0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("VARLEN_BUDGET_SCALE=\"", scale, "\": the scale must be a positive number"));
+    }
   }
   if (const char* dir = std::getenv("VARLEN_FAILURES_DIR"); dir != nullptr && *dir != '\0') {
     options.failures_dir = dir;

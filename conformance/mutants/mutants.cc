@@ -51,6 +51,12 @@ constexpr BugInfo kBugs[] = {
     {FlashBug::kCausalMask, "causal_mask", "mask: causal applied to full attention"},
     {FlashBug::kExp2WithoutLog2e, "exp2_without_log2e", "exp2 without the log2(e) factor"},
     {FlashBug::kNanToZero, "nan_to_zero", "NaN swallowed (nan_to_num epilogue)"},
+    {FlashBug::kKeysCappedAt1024, "keys_capped_at_1024",
+     "length: keys past 1,024 dropped (a bounded K cache)"},
+    {FlashBug::kSplitKvMergeWithoutRescale, "split_kv_merge_without_rescale",
+     "length: split-KV partials merged without rescaling (past 2,048 keys)"},
+    {FlashBug::kRowsCappedAt4096, "rows_capped_at_4096",
+     "length: a launch grid capped at 64 row blocks (rows past 4,096 unwritten)"},
 };
 
 class FlashMutantBackend final : public Backend {
@@ -169,7 +175,8 @@ Kill FirstCorpusFailure(const Backend& backend) {
     ++executions;
     if (RunCase(*c, backend).verdict == Verdict::kFail) {
       const std::chrono::duration<double> seconds = std::chrono::steady_clock::now() - start;
-      return {absl::StrCat("Corpus: ", c->name), executions, seconds.count()};
+      return {absl::StrCat("Corpus: ", c->name), executions, seconds.count(),
+              c->geometry.longest()};
     }
   }
   return {};
@@ -194,18 +201,28 @@ std::vector<MutantRow> AnalyzeMutants(const MutationOptions& options) {
     MutantRow row{mutant.name, mutant.bug_class, {}, {}};
     double spent = 0;
     int64_t executions = 0;
-    for (const std::string& property : order) {
-      PropertyRunOptions run;
-      run.budget = BudgetFor(property, options.tier);
-      run.shrink = false;
-      const PropertyRunResult result = RunProperty(property, *mutant.backend, run);
-      if (!result.passed) {
-        row.suite = {property, executions + result.executions_to_failure,
-                     spent + result.seconds_to_failure};
-        break;
+    // Every property's cases first, then every property's long cases: a
+    // mutant that short cases kill never pays for long ones.
+    for (const bool long_cases : {false, true}) {
+      for (const std::string& property : order) {
+        PropertyRunOptions run;
+        run.budget = BudgetFor(property, options.tier);
+        (long_cases ? run.budget.cases : run.budget.long_cases) = 0;
+        // Counts, not time, bound a measurement: it must not depend on how
+        // busy the machine is.
+        run.budget.time_budget_s = run.budget.long_time_budget_s = 0;
+        run.shrink = false;
+        const PropertyRunResult result = RunProperty(property, *mutant.backend, run);
+        if (!result.passed) {
+          row.suite = {absl::StrCat(property, long_cases ? " (long)" : ""),
+                       executions + result.executions_to_failure, spent + result.seconds_to_failure,
+                       result.shrunk.has_value() ? result.shrunk->geometry.longest() : 0};
+          break;
+        }
+        spent += result.seconds;
+        executions += result.executed;
       }
-      spent += result.seconds;
-      executions += result.executed;
+      if (!row.suite.by.empty()) break;
     }
     if (row.suite.by.empty()) {
       const Kill corpus = FirstCorpusFailure(*mutant.backend);
@@ -220,7 +237,8 @@ std::vector<MutantRow> AnalyzeMutants(const MutationOptions& options) {
       const PropertyRunResult result = RunProperty("Numerics", *mutant.backend, run);
       row.anchors.push_back(result.passed ? Kill{"", result.executed, result.seconds}
                                           : Kill{"Numerics", result.executions_to_failure,
-                                                 result.seconds_to_failure});
+                                                 result.seconds_to_failure,
+                                                 result.shrunk->geometry.longest()});
     }
     rows.push_back(std::move(row));
     if (options.progress) {
@@ -236,8 +254,8 @@ std::string MutantsMarkdown(const std::vector<MutantRow>& rows, const MutationOp
     if (kill.by.empty()) return absl::StrFormat("survived (%d runs)", kill.executions);
     return absl::StrFormat("%d runs, %.2f s", kill.executions, kill.seconds);
   };
-  std::string out = "| mutant | bug class | killed by | to the kill |";
-  std::string rule = "|---|---|---|---|";
+  std::string out = "| mutant | bug class | killed by | to the kill | longest sequence |";
+  std::string rule = "|---|---|---|---|---|";
   std::vector<AnchorStrategy> anchors;
   if (options.anchors) anchors = AnchorStrategies({});
   for (const AnchorStrategy& anchor : anchors) {
@@ -251,14 +269,14 @@ std::string MutantsMarkdown(const std::vector<MutantRow>& rows, const MutationOp
     killed += !row.suite.by.empty();
     absl::StrAppend(&out, "| `", row.mutant, "` | ", row.bug_class, " | ",
                     row.suite.by.empty() ? "**survived**" : row.suite.by, " | ", cell(row.suite),
-                    " |");
+                    " | ", row.suite.by.empty() ? "" : absl::StrCat(row.suite.longest), " |");
     for (size_t a = 0; a < row.anchors.size(); ++a) {
       anchor_kills[a] += !row.anchors[a].by.empty();
       absl::StrAppend(&out, " ", cell(row.anchors[a]), " |");
     }
     absl::StrAppend(&out, "\n");
   }
-  absl::StrAppend(&out, "| **killed** | | ", killed, " of ", rows.size(), " | |");
+  absl::StrAppend(&out, "| **killed** | | ", killed, " of ", rows.size(), " | | |");
   for (int kills : anchor_kills) absl::StrAppend(&out, " ", kills, " of ", rows.size(), " |");
   absl::StrAppend(&out, "\n");
   return out;

@@ -51,9 +51,11 @@ struct AnchorStrategy {
 std::vector<AnchorStrategy> AnchorStrategies(const ForwardLimits& limits);
 
 struct Kill {
-  std::string by;  // a property, "Corpus: <case>", or "" when it survived
+  std::string by;  // a property ("<property> (long)" for its long cases),
+                   // "Corpus: <case>", or "" when it survived
   int64_t executions = 0;
   double seconds = 0;
+  int64_t longest = 0;  // the longest sequence of the killing case
 };
 
 struct MutantRow {
@@ -73,8 +75,9 @@ struct MutationOptions {
 
 std::vector<MutantRow> AnalyzeMutants(const MutationOptions& options);
 
-// A markdown table: mutant, bug class, killed by, executions, seconds, and
-// one column per anchor strategy when they ran.
+// A markdown table: mutant, bug class, killed by, executions and seconds,
+// the longest sequence of the killing case, and one column per anchor
+// strategy when they ran.
 std::string MutantsMarkdown(const std::vector<MutantRow>& rows, const MutationOptions& options);
 
 }  // namespace varlen

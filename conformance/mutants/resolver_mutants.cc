@@ -2,6 +2,7 @@
 // resolution with one realistic bug (Backend::ResolveCall), each from the
 // contract's bug history or the bug classes of vendor argument code.
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "flash_attention.h"
 #include "mutants.h"
+#include "varlen/contract/metadata.h"
 
 namespace varlen {
 namespace {
@@ -23,6 +25,7 @@ enum class ResolverBug {
   kNoneKeyAsAbsentKey,       // a kwarg passed as None treated as never passed
   kDropsZeroLengths,         // padded lengths with the empty sequences removed
   kOffsetsCachedByBatch,     // element offsets cached under the batch size only
+  kMaxBucketOneStepSmall,    // the max_seqlen bucket from floor(log2) instead of ceil
 };
 
 struct ResolverBugInfo {
@@ -46,7 +49,19 @@ constexpr ResolverBugInfo kResolverBugs[] = {
      "resolver: zero-length sequences skipped wrongly"},
     {ResolverBug::kOffsetsCachedByBatch, "offsets_cached_by_batch",
      "resolver: packed offsets cached by batch size alone (stale indptrs on a later call)"},
+    {ResolverBug::kMaxBucketOneStepSmall, "max_bucket_one_step_small",
+     "length: flashinfer_cudnn's max_seqlen bucket one step too small (past 4,096)"},
 };
+
+// The bucket a floor(log2) instead of a ceil(log2) picks: one step below
+// the right one for lengths past 4096 that are not a power of two.
+int64_t FloorBucket(int64_t real_max) {
+  int64_t bucket = kMaxSeqlenBuckets.front();
+  for (int64_t b : kMaxSeqlenBuckets) {
+    if (b <= real_max) bucket = b;
+  }
+  return bucket;
+}
 
 // Whether `call` leaves max_seqlen for resolution to derive from cu_seqlens.
 bool MaxDerivedFromOffsets(const AttentionCall& call) {
@@ -121,6 +136,15 @@ class ResolverMutantBackend final : public Backend {
   }
 
   void MutateCudnn(FlashinferCudnnArgs* args) const {
+    if (info_.bug == ResolverBug::kMaxBucketOneStepSmall) {
+      int64_t longest = 0;
+      for (int64_t i = 0; i < args->actual_seq_lens.numel(); ++i) {
+        longest = std::max(longest, args->actual_seq_lens.IntAt(i));
+      }
+      if (args->max_token_per_sequence == BucketedMaxSeqlen(longest)) {
+        args->max_token_per_sequence = args->max_sequence_kv = FloorBucket(longest);
+      }
+    }
     if (info_.bug == ResolverBug::kDropsZeroLengths) {
       const Tensor& lengths = args->actual_seq_lens;
       std::vector<int64_t> kept;

@@ -35,6 +35,9 @@ struct Scratch {
   std::vector<float> row_max;  // [rows]
   std::vector<float> row_sum;  // [rows]
   std::vector<float> acc;      // [rows][dv], the unnormalized output
+  // kSplitKvMergeWithoutRescale: the splits finished so far, summed.
+  std::vector<float> merged_sum;  // [rows]
+  std::vector<float> merged_acc;  // [rows][dv]
 };
 
 // The strides a launch reads with: the given ones, or dense ones for the
@@ -113,10 +116,30 @@ void RunTile(const VarlenAttentionParams& p, const WorkItem& w, FlashBug bug, Sc
   const int64_t v_base = v_offset + kv_head * st.v_head;
   if (bug == FlashBug::kReadsOneKeyPastTheSequence) ++sequence_keys;
   if (bug == FlashBug::kKeysCappedAt128) sequence_keys = std::min<int64_t>(sequence_keys, 128);
+  if (bug == FlashBug::kKeysCappedAt1024)
+    sequence_keys = std::min<int64_t>(sequence_keys, kMutantKeyCap);
   if (bug != FlashBug::kNone)
     sequence_keys = KeysInsideBuffers(p, st, k_base, v_base, sequence_keys);
+  const bool split_kv =
+      bug == FlashBug::kSplitKvMergeWithoutRescale && sequence_keys > 2 * kMutantSplitKeys;
+  // Each split starts a fresh online softmax; the finished ones are summed
+  // as they are, which is right only if every split has the same maximum.
+  const auto merge_split = [&] {
+    for (int64_t r = 0; r < rows; ++r) {
+      s.merged_sum[r] += s.row_sum[r];
+      for (int j = 0; j < dv; ++j) s.merged_acc[r * dv + j] += s.acc[r * dv + j];
+      s.row_max[r] = kNegativeInfinity;
+      s.row_sum[r] = 0.0f;
+      std::fill_n(&s.acc[r * dv], dv, 0.0f);
+    }
+  };
+  if (split_kv) {
+    std::fill_n(s.merged_sum.begin(), std::max<int64_t>(rows, 0), 0.0f);
+    std::fill_n(s.merged_acc.begin(), std::max<int64_t>(rows, 0) * dv, 0.0f);
+  }
 
   for (int64_t first_key = 0; first_key < sequence_keys; first_key += kFlashTileKeys) {
+    if (split_kv && first_key > 0 && first_key % kMutantSplitKeys == 0) merge_split();
     int64_t keys = std::min<int64_t>(kFlashTileKeys, sequence_keys - first_key);
     if (bug == FlashBug::kDropsLastKeyOfPartialTile && keys < kFlashTileKeys) --keys;
     for (int64_t c = 0; c < keys; ++c) {
@@ -175,6 +198,11 @@ void RunTile(const VarlenAttentionParams& p, const WorkItem& w, FlashBug bug, Sc
     }
     if (bug == FlashBug::kFirstKeyTileOnly) break;
   }
+  if (split_kv) {
+    merge_split();
+    std::swap(s.row_sum, s.merged_sum);
+    std::swap(s.acc, s.merged_acc);
+  }
 
   const int64_t o_base = view.o_offset + w.first_row * p.o_token_stride + w.head * p.o_head_stride;
   const int written = bug == FlashBug::kAssumesValueHeadDimEqualsQk ? std::min(d, dv) : dv;
@@ -201,6 +229,10 @@ void RunAll(const VarlenAttentionParams& p, const std::vector<WorkItem>& items, 
     s.row_max.resize(kFlashTileRows);
     s.row_sum.resize(kFlashTileRows);
     s.acc.resize(static_cast<size_t>(kFlashTileRows) * p.head_dim_v);
+    if (bug == FlashBug::kSplitKvMergeWithoutRescale) {
+      s.merged_sum.resize(s.row_sum.size());
+      s.merged_acc.resize(s.acc.size());
+    }
     for (size_t i = next++; i < items.size(); i = next++) RunTile<In, Out>(p, items[i], bug, s);
   };
   std::vector<std::thread> pool;
@@ -228,9 +260,11 @@ void FlashAttention(const VarlenAttentionParams& params, int threads, FlashBug b
     const SequenceView view = SequenceAt(params, b);
     const int sequence = bug == FlashBug::kCompactsEmptySequences ? non_empty : b;
     non_empty += view.rows > 0;
+    const int64_t rows = bug == FlashBug::kRowsCappedAt4096
+                             ? std::min<int64_t>(view.rows, kMutantRowCap)
+                             : view.rows;
     for (int h = 0; h < params.num_heads_q; ++h) {
-      for (int64_t row = 0; row < view.rows; row += kFlashTileRows)
-        items.push_back({sequence, h, row});
+      for (int64_t row = 0; row < rows; row += kFlashTileRows) items.push_back({sequence, h, row});
     }
   }
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

@@ -54,7 +54,17 @@ enum class FlashBug {
   kCausalMask,                   // a causal mask applied to non-causal attention
   kExp2WithoutLog2e,             // exp2(s - m) without the log2(e) factor
   kNanToZero,                    // NaN outputs replaced by 0 in the epilogue
+  // Bugs that only show past a length (the lengths vision encoders use):
+  kKeysCappedAt1024,            // a key loop bounded by a compiled 1,024 (a shared-memory K cache)
+  kSplitKvMergeWithoutRescale,  // past 2,048 keys, 1,024-key splits whose partial results are
+                                // summed without rescaling to the common maximum
+  kRowsCappedAt4096,            // a launch grid of at most 64 row blocks: rows past 4,096 unwritten
 };
+
+// Where the length mutants change behaviour.
+inline constexpr int64_t kMutantKeyCap = 1024;
+inline constexpr int64_t kMutantSplitKeys = 1024;  // split size, past 2 splits
+inline constexpr int64_t kMutantRowCap = 4096;
 
 // What the kernel runs: float32, float16 and bfloat16 inputs, head dims up
 // to 512, GQA, a distinct value head dim, strided inputs. The cpu_flash

@@ -48,6 +48,12 @@ absl::Status Backend::Supports(const VarlenAttentionParams& params) const {
   return absl::OkStatus();
 }
 
+absl::StatusOr<EngineCallResult> Backend::CallEngine(const AttentionCall&, Profile) const {
+  return absl::UnimplementedError(absl::StrCat(name(),
+                                               " is a kernel-level backend: it takes "
+                                               "resolved launches, not whole calls"));
+}
+
 absl::Status RunSupported(const Backend& backend, const VarlenAttentionParams& params) {
   const absl::Status ran = backend.Run(params);
   if (absl::IsUnimplemented(ran)) {

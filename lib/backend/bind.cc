@@ -320,21 +320,24 @@ absl::StatusOr<KernelCall> BindTriton(const ResolvedArgs& call, const TritonArgs
   VARLEN_ASSIGN_OR_RETURN(Tensor cu, CuSeqlensArgument(args.cu_seqlens, kFunction, "b_start_loc"));
   VARLEN_ASSIGN_OR_RETURN(Tensor seq_lens,
                           CuSeqlensArgument(args.seq_lens, kFunction, "b_seq_len"));
+  VARLEN_ASSIGN_OR_RETURN(int64_t max_seqlen,
+                          IntArgument(args.max_seqlen, kFunction, "max_input_len"));
+  // The launcher reads o.stride(0) while it builds the launch, before Triton
+  // checks any pointer (SGLang's real context_attention_fwd, run by the
+  // call-level entry, raises there).
+  if (args.output_from_workspace && !args.output_ws.is_tensor()) {
+    return PythonError(
+        PyErrorKind::kAttributeError,
+        absl::StrCat("'", args.output_ws.TypeName(), "' object has no attribute 'stride'"));
+  }
   for (const Tensor* t : {&cu, &seq_lens}) {
     if (t->device() != call.q.device()) {
       return PythonError(PyErrorKind::kValueError,
                          "Pointer argument cannot be accessed from Triton (cpu tensor?)");
     }
   }
-  VARLEN_ASSIGN_OR_RETURN(int64_t max_seqlen,
-                          IntArgument(args.max_seqlen, kFunction, "max_input_len"));
   KernelCallBuilder builder(call.q, call.k, call.v, args.scale, call.q.dtype());
   if (args.output_from_workspace) {
-    if (!args.output_ws.is_tensor()) {
-      return PythonError(PyErrorKind::kValueError,
-                         absl::StrCat(kFunction, " received output_ws=", args.output_ws.Repr(),
-                                      ": there is no output buffer to write"));
-    }
     // The kernel writes [T, Hq, Dv] through the workspace's strides.
     const Tensor& ws = args.output_ws.as_tensor();
     if (ws.dim() != 3 || ws.size(0) != call.q.size(0) || ws.size(1) != call.q.size(1) ||

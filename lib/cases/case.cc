@@ -1,5 +1,6 @@
 #include "varlen/cases/case.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <numeric>
@@ -77,6 +78,10 @@ absl::StatusOr<QLayout> ParseQLayout(absl::string_view name) {
 
 int64_t Geometry::total_tokens() const {
   return std::accumulate(seq_lens.begin(), seq_lens.end(), int64_t{0});
+}
+
+int64_t Geometry::longest() const {
+  return seq_lens.empty() ? 0 : *std::max_element(seq_lens.begin(), seq_lens.end());
 }
 
 double Geometry::scale() const {

@@ -36,8 +36,7 @@ void SetCorrectCall(Case* c, Profile profile, bool prepared, Entry entry) {
   call.entry = entry;
   const std::vector<int64_t> offsets = OffsetsOf(g.seq_lens);
   const ArgLiteral cu = ArgLiteral::IntTensor(offsets, DType::kInt32, Device::kCuda);
-  const int64_t longest =
-      g.seq_lens.empty() ? 0 : *std::max_element(g.seq_lens.begin(), g.seq_lens.end());
+  const int64_t longest = g.longest();
   if (profile == Profile::kFlashinferCudnn) {
     MetadataSpec m;
     m.builder = MetadataSpec::Builder::kFlashinferCudnn;

@@ -9,6 +9,7 @@
 #include "varlen/cases/limits.h"
 #include "varlen/cases/report.h"
 #include "varlen/contract/metadata.h"
+#include "varlen/contract/resolve.h"
 #include "varlen/core/device_ledger.h"
 
 namespace varlen {
@@ -276,11 +277,13 @@ CaseRunner::CaseRunner(Case c, RunOptions options)
                          : absl::StatusOr<OracleDevice>(
                                absl::FailedPreconditionError("forward runs disabled"))),
       forward_(oracle_device_.ok()),
-      qkv_(forward_ ? SynthesizeQkv(case_) : ShapeOnlyQkv(case_)) {
+      qkv_(forward_ ? SynthesizeQkv(case_) : ShapeOnlyQkv(case_)),
+      reference_(options.reference) {
   // The case's budget and forward switch (a fuzzer's small budget holds for
   // its warmups too); their outputs are never kept.
   RunOptions warmup_options = options;
   warmup_options.keep_output = false;
+  warmup_options.reference = nullptr;
   warmups_.reserve(case_.warmup.size());
   for (const Case::Warmup& w : case_.warmup) {
     // Made again from the patch when it still applies: the case may have
@@ -291,16 +294,20 @@ CaseRunner::CaseRunner(Case c, RunOptions options)
   }
 }
 
+double CaseRunner::ReferenceScale() const {
+  // Unless the case names one, the intended scale is what the calling
+  // convention's own code computes for None: the spellings of
+  // head_dim ** -0.5 differ in the last bit, which a float64 run sees.
+  return case_.geometry.softmax_scale.value_or(
+      DefaultSoftmaxScale(case_.call.profile, case_.geometry.head_dim));
+}
+
 const Reference& CaseRunner::GetReference() {
-  if (!reference_.has_value()) {
-    // Unless the case names one, the intended scale is what the calling
-    // convention's own code computes for None: the spellings of
-    // head_dim ** -0.5 differ in the last bit, which a float64 run sees.
+  if (reference_ == nullptr) {
     Geometry g = case_.geometry;
-    if (!g.softmax_scale.has_value()) {
-      g.softmax_scale = DefaultSoftmaxScale(case_.call.profile, g.head_dim);
-    }
-    reference_ = ComputeReference(g, qkv_.q, qkv_.k, qkv_.v, *oracle_device_);
+    g.softmax_scale = ReferenceScale();
+    reference_ = std::make_shared<const Reference>(
+        ComputeReference(g, qkv_.q, qkv_.k, qkv_.v, *oracle_device_));
   }
   return *reference_;
 }
@@ -311,7 +318,13 @@ Outcome CaseRunner::Run(const Backend& backend) {
   // Every run, not once per runner: the backend must have just seen them.
   for (CaseRunner& warmup : warmups_) outcome.warmups.push_back(warmup.Run(backend));
   Execute(backend, &outcome);
-  CheckExpectation(case_, &outcome);
+  if (!backend.call_level()) {
+    CheckExpectation(case_, &outcome);
+  } else if (outcome.observed == Observed::kUnsupported) {
+    outcome.verdict = Verdict::kUnsupported;
+  } else {
+    outcome.verdict = outcome.mismatches.empty() ? Verdict::kPass : Verdict::kFail;
+  }
   return outcome;
 }
 
@@ -341,6 +354,7 @@ void CaseRunner::Execute(const Backend& backend, Outcome* outcome) {
     if (!metadata.ok()) return raised(metadata.status(), "metadata builder");
     call.forward_metadata = *std::move(metadata);
   }
+  if (backend.call_level()) return ExecuteWholeCall(backend, std::move(call), outcome);
 
   outcome->resolution = backend.ResolveCall(call, case_.call.profile, case_.mode);
   if (!outcome->resolution->status.ok()) return raised(outcome->resolution->status, "resolution");
@@ -395,6 +409,145 @@ void CaseRunner::Execute(const Backend& backend, Outcome* outcome) {
   outcome->numerics = JudgeOutput(case_.geometry, reference, output, options_.tolerance);
   if (options_.keep_output) outcome->output = output;
   outcome->observed = outcome->numerics->passed ? Observed::kSuccess : Observed::kCorruption;
+}
+
+void CaseRunner::ExecuteWholeCall(const Backend& backend, AttentionCall call, Outcome* outcome) {
+  auto unsupported = [outcome](absl::Status why) {
+    outcome->unsupported = std::move(why);
+    outcome->observed = Observed::kUnsupported;
+  };
+  if (case_.mode != Mode::kFaithful) {
+    return unsupported(absl::UnimplementedError(
+        "a hardened case does not apply to a call-level backend: an engine's own code has one "
+        "mode, its own, which faithful mode predicts"));
+  }
+  if (absl::Status available = backend.Available(); !available.ok()) return unsupported(available);
+  if (absl::Status supported = SupportsProfile(backend, case_.call.profile); !supported.ok()) {
+    return unsupported(supported);
+  }
+  if (!forward_) {
+    return unsupported(absl::UnimplementedError(
+        absl::StrCat("a call-level backend runs every call forward, and this case cannot: ",
+                     oracle_device_.status().message())));
+  }
+  const Profile profile = case_.call.profile;
+  call.sglang = backend.engine_version();
+
+  // What faithful mode predicts: an error, or a launch whose exact output
+  // matches the reference or not.
+  Outcome::EngineCall& engine = outcome->engine.emplace();
+  outcome->resolution = Resolve(call, profile, Mode::kFaithful);
+  std::optional<absl::Status> predicted_error;
+  bool predicted_match = false;
+  if (!outcome->resolution->status.ok()) {
+    predicted_error = outcome->resolution->status;
+  } else if (absl::StatusOr<KernelCall> kernel = BindForKernel(*outcome->resolution->args);
+             !kernel.ok()) {
+    if (PythonErrorKindOf(kernel.status()).has_value()) {
+      predicted_error = kernel.status();
+    } else if (absl::IsUnimplemented(kernel.status())) {
+      return unsupported(kernel.status());
+    } else {
+      engine.predicted =
+          absl::StrCat("a launch outside its buffers (", kernel.status().message(), ")");
+    }
+  } else {
+    outcome->kernel = kernel->description();
+    const VarlenAttentionParams params = kernel->params();
+    if (absl::Status supported = backend.Supports(params); !supported.ok()) {
+      return unsupported(supported);
+    }
+    if (!CheckKernelBounds(params).ok()) {
+      engine.predicted = "a launch outside its buffers";
+    } else {
+      const Geometry& g = case_.geometry;
+      const KernelCall truth =
+          BindGroundTruth(FlattenBatch(qkv_.q), FlattenBatch(qkv_.k), FlattenBatch(qkv_.v),
+                          g.seq_lens, ReferenceScale(), g.dtype);
+      const std::optional<LaunchShape> launch = kernel->Launch();
+      engine.ground_truth_launch = launch.has_value() && launch == truth.Launch();
+      predicted_match = engine.ground_truth_launch;
+      if (!predicted_match && KernelMacs(params) <= static_cast<double>(options_.budget.macs)) {
+        PoisonOutput(kernel->output());
+        RunExactKernel(params);
+        kernel->ApplyEpilogue();
+        predicted_match =
+            JudgeOutput(g, GetReference(), kernel->PackedOutput(), options_.tolerance).passed;
+      }
+      engine.predicted =
+          absl::StrCat(engine.ground_truth_launch ? "the ground truth's launch"
+                       : predicted_match ? "another launch than the ground truth's, with its output"
+                                         : "a silent corruption",
+                       ": ", outcome->kernel);
+    }
+  }
+  if (predicted_error.has_value()) engine.predicted = FormatPythonError(*predicted_error);
+
+  absl::StatusOr<EngineCallResult> result = backend.CallEngine(call, profile);
+  if (!result.ok()) {
+    outcome->error = result.status();
+    outcome->error_stage = "backend";
+    outcome->observed = Observed::kError;
+    outcome->mismatches.push_back(
+        absl::StrCat("the call could not be made: ", result.status().message()));
+    return;
+  }
+  engine.device_events = result->device_events;
+  std::vector<std::string>& mismatches = outcome->mismatches;
+  if (result->raised_type.has_value()) {
+    const std::string raised =
+        result->raised_message.empty()
+            ? *result->raised_type
+            : absl::StrCat(*result->raised_type, ": ", result->raised_message);
+    engine.did = absl::StrCat("raised ", raised);
+    const std::optional<PyErrorKind> kind = ParsePyErrorKind(*result->raised_type);
+    outcome->error =
+        kind.has_value() ? PythonError(*kind, result->raised_message) : absl::UnknownError(raised);
+    outcome->error_stage = "engine";
+    outcome->observed = Observed::kError;
+    if (!predicted_error.has_value()) {
+      mismatches.push_back(
+          absl::StrCat("faithful mode predicts ", engine.predicted, "; forward raised ", raised));
+    } else if (raised != FormatPythonError(*predicted_error)) {
+      mismatches.push_back(
+          absl::StrCat("faithful mode predicts ", engine.predicted, "; forward raised ", raised));
+    }
+  } else if (!result->output.has_value()) {
+    engine.did = "returned nothing";
+    mismatches.push_back("forward returned neither an output nor raised");
+  } else {
+    const Tensor& out = *result->output;
+    engine.did = absl::StrCat("returned ", ShapeToString(out.shape()), " ", DTypeName(out.dtype()));
+    const Geometry& g = case_.geometry;
+    const int64_t expected = g.total_tokens() * g.num_heads * g.head_dim_v;
+    if (predicted_error.has_value()) {
+      mismatches.push_back(absl::StrCat("faithful mode predicts ", engine.predicted,
+                                        "; forward returned an output"));
+    } else if (out.numel() != expected || !IsFloatingPoint(out.dtype()) || !out.is_contiguous()) {
+      mismatches.push_back(absl::StrCat("forward returned ", ShapeToString(out.shape()), " ",
+                                        DTypeName(out.dtype()), "; expected ", g.total_tokens(),
+                                        " x ", g.num_heads, " x ", g.head_dim_v,
+                                        " floating elements"));
+    } else {
+      const Tensor packed = out.Reshape({g.total_tokens(), g.num_heads, g.head_dim_v});
+      outcome->numerics = JudgeOutput(g, GetReference(), packed, options_.tolerance);
+      if (options_.keep_output) outcome->output = packed;
+      outcome->observed = outcome->numerics->passed ? Observed::kSuccess : Observed::kCorruption;
+      if (predicted_match && !outcome->numerics->passed) {
+        mismatches.push_back(absl::StrCat("faithful mode predicts ", engine.predicted,
+                                          ", whose output matches the reference; forward's "
+                                          "does not"));
+      }
+    }
+  }
+  if (engine.device_events.has_value()) {
+    const int predicted = outcome->resolution->counts().host_syncs;
+    if (engine.device_events->host_syncs != predicted) {
+      mismatches.push_back(absl::StrCat("faithful mode predicts ", predicted,
+                                        " host syncs; forward made ",
+                                        engine.device_events->host_syncs));
+    }
+  }
 }
 
 Outcome RunCase(const Case& c, const Backend& backend, RunOptions options) {

@@ -103,6 +103,12 @@ Tensor Reordered(const Tensor& t, const std::vector<int64_t>& lengths, bool reve
 
 }  // namespace
 
+absl::Status GpuOracleAvailable() { return GpuReferenceAvailable(); }
+
+void RunExactKernel(const VarlenAttentionParams& params) {
+  FastReferenceAttention(params, ReferencePrecision::kFloat64);
+}
+
 absl::StatusOr<OracleDevice> OracleDeviceFor(const Geometry& g, const ForwardBudget& cpu_budget) {
   if (FitsForwardBudget(g, cpu_budget)) return OracleDevice::kCpu;
   const std::string size =

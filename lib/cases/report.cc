@@ -282,11 +282,20 @@ std::string FormatOutcomeText(const Case& c, const std::string& origin, const Ou
     }
   }
   if (!o.kernel.empty()) absl::StrAppend(&text, "  kernel:     ", o.kernel, "\n");
+  if (o.engine.has_value()) {
+    absl::StrAppend(&text, "  predicted:  ", o.engine->predicted, " (faithful mode, SGLang ",
+                    SglangVersionName(c.sglang_version()), ")\n");
+    if (!o.engine->did.empty())
+      absl::StrAppend(&text, "  engine:     forward ", o.engine->did, "\n");
+    if (o.engine->device_events.has_value()) {
+      absl::StrAppend(&text, "  observed:   ", CountsText(*o.engine->device_events), "\n");
+    }
+  }
   if (o.numerics.has_value())
     absl::StrAppend(&text, "  numerics:   ", SummarizeNumerics(*o.numerics), "\n");
   absl::StrAppend(&text, "  outcome:    ", ObservedText(o), "\n");
   if (o.observed == Observed::kError) absl::StrAppend(&text, FormatPythonError(o.error), "\n");
-  if (c.expect.has_value())
+  if (c.expect.has_value() && !o.engine.has_value())  // a call-level run is judged by `predicted`
     absl::StrAppend(&text, "  expected:   ", ExpectationText(*c.expect), "\n");
   absl::StrAppend(&text, "  verdict:    ", VerdictName(o.verdict), "\n");
   for (const std::string& m : o.mismatches) absl::StrAppend(&text, "    - ", m, "\n");
@@ -310,6 +319,18 @@ ojson OutcomeToJson(const Case& c, const std::string& origin, const Outcome& o) 
   if (!o.resolution_only_reason.empty()) j["resolution_only"] = o.resolution_only_reason;
   if (o.observed == Observed::kUnsupported) j["unsupported"] = std::string(o.unsupported.message());
   if (!o.kernel_fault.ok()) j["kernel_fault"] = std::string(o.kernel_fault.message());
+  if (o.engine.has_value()) {
+    j["engine"] = {{"predicted", o.engine->predicted},
+                   {"ground_truth_launch", o.engine->ground_truth_launch},
+                   {"forward", o.engine->did}};
+    if (o.engine->device_events.has_value()) {
+      const DeviceEventCounts& counts = *o.engine->device_events;
+      j["engine"]["observed_device_events"] = {
+          {"host_syncs", counts.host_syncs},
+          {"host_to_device_copies", counts.host_to_device_copies},
+          {"device_to_host_copies", counts.device_to_host_copies}};
+    }
+  }
   if (o.resolution.has_value()) {
     const DeviceEventCounts counts = o.resolution->counts();
     j["device_events"] = {{"host_syncs", counts.host_syncs},

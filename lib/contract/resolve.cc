@@ -11,12 +11,14 @@ namespace varlen {
 namespace {
 
 // The keyword arguments the backend's **kwargs receive. VisionAttention
-// always passes sequence_lengths, max_seqlen and output_ws (None when the
-// caller did not), the softmax_scale it was built with (a case spells it as
-// the softmax_scale kwarg), window_size and s_aux.
+// always passes attention_mask (None for vision encoders), sequence_lengths,
+// max_seqlen and output_ws (None when the caller did not), the softmax_scale
+// it was built with (a case spells it as the softmax_scale kwarg),
+// window_size and s_aux.
 Kwargs BackendKwargs(const AttentionCall& call) {
   if (call.entry == Entry::kDirect) return call.kwargs;
   Kwargs kwargs;
+  kwargs.set("attention_mask", Value::None());
   kwargs.set("sequence_lengths", call.kwargs.get("sequence_lengths"));
   kwargs.set("max_seqlen", call.kwargs.get("max_seqlen"));
   kwargs.set("output_ws", call.kwargs.get("output_ws"));
@@ -46,18 +48,6 @@ absl::StatusOr<ResolvedArgs> Dispatch(const internal::ResolveContext& ctx, Profi
       return Wrap(internal::ResolveSdpa(ctx));
   }
   return absl::InternalError("unknown profile");
-}
-
-// What VisionAttention does with the backend's result: `output.dim()`. In
-// cuda-graph mode through the layer, triton_attn gets output_ws=None and
-// returns it.
-absl::Status LayerEpilogue(const ResolvedArgs& resolved) {
-  if (const auto* triton = std::get_if<TritonArgs>(&resolved.args)) {
-    if (triton->output_from_workspace && triton->output_ws.is_none()) {
-      return PythonError(PyErrorKind::kAttributeError, "'NoneType' object has no attribute 'dim'");
-    }
-  }
-  return absl::OkStatus();
 }
 
 // STRIDED_QKV_BACKENDS among the modelled calling conventions.
@@ -111,6 +101,15 @@ double DefaultSoftmaxScale(Profile profile, int64_t head_dim) {
 
 DeviceEventCounts Resolution::counts() const { return CountDeviceEvents(events); }
 
+AttentionCall BackendCallOf(const AttentionCall& call, Profile profile) {
+  if (call.entry == Entry::kDirect) return call;
+  std::vector<std::string> notes;
+  AttentionCall seen = AsLayerSeesIt(call, profile, BehaviorOf(call.sglang), &notes);
+  seen.kwargs = BackendKwargs(seen);
+  seen.entry = Entry::kDirect;
+  return seen;
+}
+
 Resolution Resolve(const AttentionCall& call, Profile profile, Mode mode) {
   Resolution resolution;
   ScopedDeviceLedger ledger;
@@ -121,10 +120,6 @@ Resolution Resolve(const AttentionCall& call, Profile profile, Mode mode) {
       call.entry == Entry::kLayer ? AsLayerSeesIt(call, profile, sglang, &resolution.notes) : call;
   const internal::ResolveContext ctx{seen, BackendKwargs(seen), mode, sglang, &resolution.notes};
   absl::StatusOr<ResolvedArgs> args = Dispatch(ctx, profile);
-  if (args.ok() && call.entry == Entry::kLayer) {
-    absl::Status epilogue = LayerEpilogue(*args);
-    if (!epilogue.ok()) args = epilogue;
-  }
   resolution.status = args.status();
   if (args.ok()) {
     args->q = seen.q;

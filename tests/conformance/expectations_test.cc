@@ -54,14 +54,38 @@ TEST(ExpectationsTest, ErrorsNameTheFileThePathAndTheRule) {
        "m.json: $.entries[0].dtype: dtype \"half\" is not one of float32, float16, bfloat16, "
        "float64, int32, int64, bool"},
       {R"({"entries": [{"test": "x", "expect": "fail", "reason": "r", "owner": "me"}]})",
-       "m.json: $.entries[0].owner: unknown key (known: test, dtype, expect, reason, issue, "
-       "expires)"},
+       "m.json: $.entries[0].owner: unknown key (known: test, dtype, distribution, expect, "
+       "reason, issue, expires)"},
+      {R"({"entries": [{"test": "x", "expect": "skip", "reason": "r", "distribution": "nan"}]})",
+       "m.json: $.entries[0].distribution: distribution \"nan\" is not one of normal, uniform, "
+       "sparse_small_integers, large_logits, dominant_logit, constant_rows, non_finite, "
+       "subnormal"},
       {R"({"strict": "yes", "entries": []})",
        "m.json: $.strict: expected true or false, got \"yes\""},
   };
   for (const auto& [text, message] : cases) {
     EXPECT_EQ(ParseExpectations(text, "m.json").status().message(), message) << text;
   }
+}
+
+// A distribution narrows an entry like a dtype: a corpus entry to cases of
+// that data, a Conformance skip entry to generated cases of that data.
+TEST(ExpectationsTest, ADistributionNarrowsAnEntry) {
+  const Expectations e = ParseOrDie(R"({"entries": [
+      {"test": "Corpus.*", "distribution": "non_finite", "expect": "flaky", "reason": "a"},
+      {"test": "Conformance.*", "distribution": "non_finite", "expect": "skip", "reason": "b"},
+      {"test": "Conformance.Numerics", "dtype": "float64", "expect": "skip", "reason": "c"}]})");
+  EXPECT_EQ(FindExpectation(e, "Corpus.x", DType::kFloat32, kToday, Distribution::kNonFinite),
+            &e.entries[0]);
+  EXPECT_EQ(FindExpectation(e, "Corpus.x", DType::kFloat32, kToday, Distribution::kNormal),
+            nullptr);
+  EXPECT_EQ(FindExpectation(e, "Conformance.Numerics", std::nullopt, kToday), nullptr);
+  EXPECT_EQ(SkippedDistributions(e, "Conformance.Numerics", kToday),
+            std::vector<Distribution>{Distribution::kNonFinite});
+  BackendCapabilities caps;
+  caps.input_dtypes = {DType::kFloat32, DType::kFloat64};
+  EXPECT_EQ(WithoutSkippedDTypes(caps, e, "Conformance.Numerics", kToday).input_dtypes,
+            std::vector<DType>{DType::kFloat32});
 }
 
 TEST(ExpectationsTest, GlobDtypeAndExpiryDecideWhichEntryApplies) {

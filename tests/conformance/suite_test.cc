@@ -11,6 +11,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <string>
 
@@ -18,9 +19,11 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "mutants.h"
+#include "rapidcheck/gtest.h"
 #include "varlen/backend/registry.h"
 #include "varlen/cases/case_json.h"
 #include "varlen/cases/executor.h"
+#include "varlen/cases/limits.h"
 #include "varlen/conformance/check.h"
 
 namespace varlen {
@@ -44,8 +47,10 @@ PropertyRunOptions Smoke(absl::string_view property) {
 
 TEST(SuiteTest, EveryPropertyHoldsOnCpuFlash) {
   for (const std::string& property : PropertyNames()) {
-    const PropertyRunResult result =
-        RunProperty(property, *FindBackend("cpu_flash"), Smoke(property));
+    // The short cases: the conformance binary runs the long ones on cpu_flash.
+    PropertyRunOptions options = Smoke(property);
+    options.budget.long_cases = 0;
+    const PropertyRunResult result = RunProperty(property, *FindBackend("cpu_flash"), options);
     EXPECT_TRUE(result.passed) << property << ": " << result.message;
     EXPECT_GT(result.executed, 0) << property;
   }
@@ -143,8 +148,81 @@ TEST(SuiteTest, RcParamsOverrideTheTier) {
       RunProperty("SequencePermutation", *FindBackend("cpu_flash"), Smoke("SequencePermutation"));
   unsetenv("RC_PARAMS");
   EXPECT_TRUE(result.passed) << result.message;
-  EXPECT_EQ(result.executed, 7);
+  // max_success counts the short cases; the long ones keep the tier's count.
+  EXPECT_EQ(result.executed - result.long_executed, 7);
+  EXPECT_EQ(result.long_executed, BudgetFor("SequencePermutation", Tier::kSmoke).long_cases);
   EXPECT_THAT(result.params_note, HasSubstr("max_success=7"));
+}
+
+// ---------------------------------------------------------------------------
+// Long sequences
+
+TEST(SuiteTest, EveryTierRunsLongCasesWithinAShareOfItsTime) {
+  for (const std::string& property : PropertyNames()) {
+    for (const Tier tier : {Tier::kSmoke, Tier::kFull, Tier::kNightly}) {
+      const PropertyBudget budget = BudgetFor(property, tier);
+      EXPECT_GT(budget.long_cases, 0) << property << " " << TierName(tier);
+      EXPECT_GE(budget.long_limits.min_len, 1000) << property << " " << TierName(tier);
+      const double total = budget.time_budget_s + budget.long_time_budget_s;
+      EXPECT_DOUBLE_EQ(budget.long_time_budget_s, 0.2 * total) << property << " " << TierName(tier);
+    }
+    EXPECT_EQ(BudgetFor(property, Tier::kSmoke).long_limits.max_len, 5000);
+    EXPECT_EQ(BudgetFor(property, Tier::kFull).long_limits.max_len, 16385);
+  }
+}
+
+// A case's long sequences stay inside the limits, and the case fits the
+// compute budget without shortening them below min_len.
+RC_GTEST_PROP(LongCaseProperty, LengthsAreLongAndTheCaseFitsItsBudget, ()) {
+  const LongLimits limits = BudgetFor("Numerics", Tier::kSmoke).long_limits;
+  const Case c = *GenLongForwardCase(FindBackend("cpu_flash")->capabilities(), limits);
+  const Geometry& g = c.geometry;
+  RC_ASSERT(g.longest() >= limits.min_len);
+  RC_ASSERT(g.longest() <= limits.max_len);
+  RC_ASSERT(AttentionMacs(g) <= limits.max_macs);
+  RC_ASSERT(g.num_kv_heads == 1);
+  RC_ASSERT(ValidateCase(c).ok());
+}
+
+TEST(SuiteTest, LongLengthsReachTheEdgesThatChangeKernelPaths) {
+  LongLimits limits;
+  limits.min_len = 1000;
+  limits.max_len = 5000;
+  const rc::Gen<std::vector<int64_t>> gen = GenLongSeqLens(limits);
+  std::set<int64_t> seen;
+  int64_t cases_past_4096 = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const std::vector<int64_t> lengths = rc::gen::resize(100, gen)(rc::Random(i), 100).value();
+    seen.insert(lengths.begin(), lengths.end());
+    cases_past_4096 += *std::max_element(lengths.begin(), lengths.end()) > 4096;
+  }
+  for (int64_t edge : {1023, 1024, 1025, 2047, 2049, 4095, 4096, 4097, 5000}) {
+    EXPECT_TRUE(seen.count(edge)) << edge;
+  }
+  EXPECT_GT(cases_past_4096, 400) << "lengths past the first flashinfer_cudnn bucket";
+  EXPECT_TRUE(seen.count(0)) << "empty sequences beside a long one";
+}
+
+// The mutants whose bug only shows past a length die on the long cases.
+TEST(SuiteTest, LengthMutantsDieOnLongCasesOnly) {
+  const std::vector<Mutant> mutants = AllMutants();
+  for (const char* name : {"flash_keys_capped_at_1024", "flash_split_kv_merge_without_rescale",
+                           "flash_rows_capped_at_4096"}) {
+    const Backend& mutant = MutantNamed(mutants, name);
+    PropertyRunOptions options = Smoke("Numerics");
+    options.shrink = false;
+    options.budget.long_cases = 0;
+    EXPECT_TRUE(RunProperty("Numerics", mutant, options).passed) << name << " on short cases";
+    options = Smoke("Numerics");
+    options.shrink = false;
+    options.budget.cases = 0;
+    options.budget.long_cases = 40;
+    options.budget.long_time_budget_s = 0;
+    const PropertyRunResult result = RunProperty("Numerics", mutant, options);
+    EXPECT_FALSE(result.passed) << name << " on long cases";
+    ASSERT_TRUE(result.shrunk.has_value()) << name;
+    EXPECT_GT(result.shrunk->geometry.longest(), 1024) << name;
+  }
 }
 
 TEST(SuiteTest, EnvironmentSelectsTheTierAndRejectsUnknownOnes) {
@@ -187,6 +265,7 @@ TEST(CheckTest, ABrokenBackendGetsAFailureReportAPictureAndAShrunkCase) {
   std::filesystem::remove_all(dir);
   CheckOptions options;
   options.backends = {"cpu_flash", "flash_drops_last_sequence"};
+  options.budget_scale = 0.25;  // the report is under test, not the suite's power
   options.corpus_dir = std::string(std::getenv("VARLEN_SOURCE_DIR")) + "/corpus/regressions";
   options.report_dir = dir.string();
   std::vector<std::string> progress;
@@ -253,7 +332,8 @@ TEST(CheckTest, AnExpectationsManifestMarksKnownFailuresAndUnexpectedPasses) {
   ASSERT_TRUE(manifest.ok()) << manifest.status();
   CheckOptions options;
   options.backends = {"flash_drops_last_sequence"};
-  options.expectations = std::make_shared<const Expectations>(*manifest);
+  options.budget_scale = 0.25;
+  options.expectations = {std::make_shared<const Expectations>(*manifest)};
   absl::StatusOr<CheckReport> report = RunCheck(options);
   ASSERT_TRUE(report.ok()) << report.status();
   std::map<std::string, const CheckItem*> items;
@@ -275,7 +355,7 @@ TEST(CheckTest, AnExpectationsManifestMarksKnownFailuresAndUnexpectedPasses) {
   // Not strict: the unexpected pass is reported, not failed.
   Expectations lenient = *manifest;
   lenient.strict = false;
-  options.expectations = std::make_shared<const Expectations>(lenient);
+  options.expectations = {std::make_shared<const Expectations>(lenient)};
   report = RunCheck(options);
   ASSERT_TRUE(report.ok()) << report.status();
   for (const CheckItem& item : report->items) {

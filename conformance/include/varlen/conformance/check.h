@@ -23,6 +23,7 @@
 #define VARLEN_CONFORMANCE_CHECK_H_
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,14 +39,21 @@ struct CheckOptions {
   std::vector<std::string> backends;  // empty: every available registered backend
   std::string corpus_dir;             // empty: no corpus replay
   Tier tier = Tier::kSmoke;
+  // Multiplies the tier's case counts and time budgets (ScaleBudget): below
+  // 1 for slow backends (an interpreter), above for a long run.
+  double budget_scale = 1.0;
   std::string report_dir;  // empty: no files
   // Known gaps (expectations.h), matched by the suite's test names
-  // (Corpus.<case>, Conformance.<property>); null: none. A failure it
-  // expects is XFAIL; an unexpected pass is XPASS, a failure when strict.
-  std::shared_ptr<const Expectations> expectations;
+  // (Corpus.<case>, Conformance.<property>); a backend gets the first
+  // manifest that applies to it. A failure it expects is XFAIL; an
+  // unexpected pass is XPASS, a failure when strict.
+  std::vector<std::shared_ptr<const Expectations>> expectations;
   // One line per finished step (a backend's corpus, a property), for a
   // terminal.
   std::function<void(const std::string& line)> progress;
+  // How a failure's shrunk case is replayed, per backend, "{file}" standing
+  // for the case file; unlisted: "varlen repro {file} --backend=<name>".
+  std::map<std::string, std::string> repro_commands;
 };
 
 enum class CheckStatus {
@@ -82,6 +90,10 @@ absl::StatusOr<CheckReport> RunCheck(const CheckOptions& options);
 
 std::string CheckJUnitXml(const CheckReport& report);
 std::string CheckMatrixMarkdown(const CheckReport& report);
+
+// What `varlen check` prints when it is done: the matrix, where the report
+// went, each failure in full, and the summary line.
+std::string CheckResultText(const CheckReport& report, const CheckOptions& options);
 
 // An SVG heat map of report.per_sequence_head_max_error / report.bound:
 // sequences down, heads across; green within the bound, red beyond it,

@@ -19,7 +19,8 @@
 // `test` is a glob (* and ?) over "Corpus.<case>" and "Conformance.<property>"
 // (the GoogleTest names without "/<backend>"). `dtype` narrows a corpus entry
 // to cases of that dtype, and a Conformance skip entry to generated cases of
-// that dtype. `expect`:
+// that dtype; `distribution` ("non_finite", ...) does the same for the data
+// distribution. `expect`:
 //   fail   the test must fail: a failure is reported XFAIL; a pass is XPASS,
 //          which fails a strict run (remove the entry) and is a note otherwise
 //   skip   the test (or the dtype) is not run
@@ -38,6 +39,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/civil_time.h"
 #include "varlen/backend/backend.h"
+#include "varlen/cases/case.h"
 #include "varlen/core/dtype.h"
 
 namespace varlen {
@@ -47,6 +49,7 @@ enum class Expect { kFail, kSkip, kFlaky };
 struct ExpectationEntry {
   std::string test;  // a glob
   std::optional<DType> dtype;
+  std::optional<Distribution> distribution;
   Expect expect = Expect::kFail;
   std::string reason;
   std::string issue;
@@ -69,10 +72,12 @@ absl::CivilDay Today();  // UTC
 
 bool Expired(const ExpectationEntry& entry, absl::CivilDay today);
 
-// The first unexpired entry whose glob matches `test` and whose dtype, if
-// any, is `dtype`; nullptr when none applies.
+// The first unexpired entry whose glob matches `test` and whose dtype and
+// distribution, if any, are `dtype` and `distribution`; nullptr when none
+// applies.
 const ExpectationEntry* FindExpectation(const Expectations& expectations, absl::string_view test,
-                                        std::optional<DType> dtype, absl::CivilDay today);
+                                        std::optional<DType> dtype, absl::CivilDay today,
+                                        std::optional<Distribution> distribution = std::nullopt);
 
 // Lines for the manifest's report: expired entries, and entries whose glob
 // matches none of `tests`.
@@ -88,6 +93,11 @@ bool AppliesTo(const Expectations& expectations, absl::string_view backend);
 // property's generated cases avoid them.
 BackendCapabilities WithoutSkippedDTypes(BackendCapabilities caps, const Expectations& expectations,
                                          absl::string_view test, absl::CivilDay today);
+
+// The data distributions that skip entries for `test` name (without a
+// dtype), so that a property's generated cases avoid them.
+std::vector<Distribution> SkippedDistributions(const Expectations& expectations,
+                                               absl::string_view test, absl::CivilDay today);
 
 // "skip: no float64 kernels (https://...), until 2027-03-01"
 std::string DescribeEntry(const ExpectationEntry& entry);

@@ -15,6 +15,9 @@
 //                   (tile edges, batch buckets, GQA ratios, odd head dims),
 //                   every data distribution, dense and fused-qkv layouts,
 //                   within a backend's capabilities and a compute budget
+//   GenLongForwardCase the same, with one or a few sequences of the lengths
+//                   vision encoders use (thousands of patches), at small
+//                   heads x head dims so the float64 oracle stays cheap
 //
 // Example:
 //   RC_GTEST_PROP(MySuite, Holds, ()) {
@@ -56,6 +59,7 @@ struct ForwardLimits {
   int64_t max_macs = 2'000'000;  // of one attention pass (AttentionMacs)
   int max_sequences = 70;
   int64_t max_len = 129;
+  std::vector<Distribution> excluded_distributions;  // never drawn
 };
 
 // Sequence lengths weighted toward special values: one sequence, a few of
@@ -69,10 +73,33 @@ rc::Gen<std::vector<int64_t>> GenSpecialSeqLens(const ForwardLimits& limits = {}
 // profiles, head dim, tokens, sequences).
 rc::Gen<Case> GenForwardCase(const BackendCapabilities& caps, const ForwardLimits& limits = {});
 
+// Long sequences: where kernels change code paths with length (split-KV
+// heuristics, tile counts at shared-memory or register limits,
+// flashinfer_cudnn's max_seqlen buckets, the size of a launch grid).
+struct LongLimits {
+  int64_t min_len = 1000;  // of the long sequences
+  int64_t max_len = 5000;
+  int64_t max_macs = 100'000'000;                    // of one attention pass
+  std::vector<Distribution> excluded_distributions;  // never drawn
+};
+
+// One long sequence alone, two or three of them, or one among many short
+// and empty ones. Long lengths are weighted toward multiples of the tile
+// sizes 64 and 128 +-1, powers of two +-1, flashinfer_cudnn's max_seqlen
+// buckets +-1 (4096 ... 131072) and max_len itself, inside [min_len,
+// max_len]; they shrink toward min_len.
+rc::Gen<std::vector<int64_t>> GenLongSeqLens(const LongLimits& limits = {});
+
+// A correct call, as GenForwardCase makes, on GenLongSeqLens lengths: at
+// most two query heads over one KV head, head dims shrunk (down to 1) until
+// the case fits limits.max_macs, so the lengths stay long.
+rc::Gen<Case> GenLongForwardCase(const BackendCapabilities& caps, const LongLimits& limits = {});
+
 // Shrinks `g` until one attention pass fits `max_macs`: first to at most two
-// KV heads (same GQA ratio), then the head dims, then the longest sequences. Deterministic, so a
-// shrunk case stays under the budget.
-void FitBudget(Geometry* g, int64_t max_macs);
+// KV heads (same GQA ratio), then the head dims (down to min_head_dim), then
+// the longest sequences. Deterministic, so a shrunk case stays under the
+// budget.
+void FitBudget(Geometry* g, int64_t max_macs, int64_t min_head_dim = 16);
 
 // How RapidCheck prints counterexamples.
 void showValue(const Geometry& g, std::ostream& os);

@@ -45,7 +45,8 @@
 //   #include "varlen/conformance/suite.h"
 //   VARLEN_CONFORMANCE_MAIN(MyBackend)
 //
-// The binary honours VARLEN_TIER (smoke, full, nightly), VARLEN_FAILURES_DIR
+// The binary honours VARLEN_TIER (smoke, full, nightly), VARLEN_BUDGET_SCALE
+// (multiplies the tier's case counts and time budgets), VARLEN_FAILURES_DIR
 // (default ./varlen-failures), VARLEN_CORPUS_DIR, VARLEN_EXPECTATIONS (a
 // manifest of known gaps, expectations.h) and RC_PARAMS, and
 // `--repro=FILE` replays one case file on the backend. Each failing property
@@ -79,38 +80,56 @@ enum class Tier {
 absl::string_view TierName(Tier tier);  // "smoke", "full", "nightly"
 absl::StatusOr<Tier> ParseTier(absl::string_view name);
 
-// How one property runs at a tier. RC_PARAMS keys override these.
+// How one property runs at a tier: its cases (GenForwardCase), then its long
+// cases (GenLongForwardCase), each with a count and a time budget, so long
+// sequences get a fixed share of the tier's time. RC_PARAMS keys override
+// these (max_success the count of the first part only).
 struct PropertyBudget {
   int cases = 0;             // RapidCheck max_success
   ForwardLimits limits;      // geometry and compute per case
   double time_budget_s = 0;  // stop generating after this (0: none)
   uint64_t seed = 0;         // 0: a fresh seed (printed)
+  int long_cases = 0;        // run after the others, when they pass
+  LongLimits long_limits;
+  double long_time_budget_s = 0;
 };
 
 PropertyBudget BudgetFor(absl::string_view property, Tier tier);
+
+// `budget` with its case counts and time budgets multiplied by `scale`
+// (at least one case of each kind): a tier sized for a slow backend.
+PropertyBudget ScaleBudget(PropertyBudget budget, double scale);
 
 // The generated properties, in the order above.
 std::vector<std::string> PropertyNames();
 
 struct PropertyRunOptions {
   PropertyBudget budget;
-  // The cases to try; unset: GenForwardCase(backend capabilities, limits).
+  // What the generators may draw; unset: the backend's capabilities.
+  std::optional<BackendCapabilities> capabilities;
+  // Other cases to try instead of GenForwardCase; set, no long cases run.
   std::optional<rc::Gen<Case>> generator;
   bool shrink = true;
 };
 
 struct PropertyRunResult {
   bool passed = false;
-  int64_t executed = 0;  // cases checked, shrinking included
+  int64_t executed = 0;  // cases checked, long ones and shrinking included
   int64_t unsupported = 0;
   int64_t skipped_for_time = 0;
+  int64_t long_executed = 0;  // of `executed`, the long cases
+  int64_t long_skipped_for_time = 0;
+  double long_seconds = 0;            // of `seconds`
   int64_t executions_to_failure = 0;  // when it failed: cases until the first failure
   double seconds_to_failure = 0;
   double seconds = 0;
   std::string params_note;     // the seed, or the RC_PARAMS used
   std::string message;         // RapidCheck's report when it failed
   std::optional<Case> shrunk;  // the smallest failing case
-  std::string why;             // what the property saw on it
+  // Whether `shrunk` replays the failure by itself (a failing call), or is
+  // the input of a failing comparison of two launches.
+  bool shrunk_replays = false;
+  std::string why;  // what the property saw on it
 };
 
 // Runs one property on `backend` outside GoogleTest (mutation analysis,
@@ -118,10 +137,20 @@ struct PropertyRunResult {
 PropertyRunResult RunProperty(absl::string_view property, const Backend& backend,
                               const PropertyRunOptions& options);
 
+// Takes out of a run's generated cases what skip entries for `test` name:
+// dtypes (from the backend's capabilities) and data distributions.
+void ApplySkipEntries(const Expectations& expectations, absl::string_view test,
+                      const Backend& backend, PropertyRunOptions* options);
+
+// "150 cases in 1.2 s, 12 long in 3.4 s, 2 unsupported", with the cases the
+// time budgets left out.
+std::string DescribeRun(const PropertyRunResult& result);
+
 struct SuiteOptions {
   std::vector<std::string> backends;  // empty: every registered backend
   std::string corpus_dir;             // empty: no corpus replay
   Tier tier = Tier::kSmoke;
+  double budget_scale = 1.0;  // ScaleBudget of every property's budget
   std::string failures_dir = "varlen-failures";
   // How the failure message says to replay a case ("varlen repro {file}
   // --backend={backend}" by default).
@@ -130,16 +159,17 @@ struct SuiteOptions {
   std::shared_ptr<const Expectations> expectations;
 };
 
-// Writes `c`, shrunk by `property` on `backend`, as DIR/<backend>-<property>.json
-// with a name, a source and a description, ready for corpus/regressions/.
-// Returns the path.
+// Writes the shrunk case of a failed run of `property` on `backend` as
+// DIR/<backend>-<property>.json with a name, a source and a description,
+// ready for corpus/regressions/. Returns the path. REQUIRES: result.shrunk.
 absl::StatusOr<std::string> WriteShrunkCase(const std::string& dir, absl::string_view backend,
-                                            absl::string_view property, Tier tier, Case c,
-                                            const std::string& why);
+                                            absl::string_view property, Tier tier,
+                                            const PropertyRunResult& result);
 
-// Overrides `options` with VARLEN_TIER, VARLEN_FAILURES_DIR,
-// VARLEN_CORPUS_DIR and VARLEN_EXPECTATIONS (a manifest file) when they are
-// set. An unknown tier or an invalid manifest is an error.
+// Overrides `options` with VARLEN_TIER, VARLEN_BUDGET_SCALE,
+// VARLEN_FAILURES_DIR, VARLEN_CORPUS_DIR and VARLEN_EXPECTATIONS (a manifest
+// file) when they are set. An unknown tier, a scale that is not a positive
+// number or an invalid manifest is an error.
 absl::StatusOr<SuiteOptions> ApplyEnvironment(SuiteOptions options);
 
 // Registers the corpus tests and the property tests on each backend. Call

@@ -19,15 +19,19 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "varlen/backend/params.h"
 #include "varlen/contract/call.h"
 #include "varlen/contract/resolve.h"
+#include "varlen/core/device_ledger.h"
 #include "varlen/core/dtype.h"
+#include "varlen/core/tensor.h"
 
 namespace varlen {
 
@@ -48,6 +52,21 @@ struct BackendCapabilities {
   int64_t max_tokens = 0;      // rows of q; 0: no limit
   int64_t max_sequences = 0;   // entries of the batch; 0: no limit
   std::string device = "cpu";  // or "cuda"
+};
+
+// What an engine's own backend object did with one whole call (call level,
+// Backend::CallEngine).
+struct EngineCallResult {
+  // Set when forward raised: the exception's type ("RuntimeError") and its
+  // message.
+  std::optional<std::string> raised_type;
+  std::string raised_message;
+  // What forward returned, copied to the host: [T, Hq, Dv] or the caller's
+  // 4-d shape. Unset when it raised.
+  std::optional<Tensor> output;
+  // Host syncs and copies seen during the call; unset where they cannot be
+  // observed.
+  std::optional<DeviceEventCounts> device_events;
 };
 
 // A count a backend keeps across runs, for reports (a graph cache's builds
@@ -90,6 +109,19 @@ class Backend {
   // What it counted since it was created (`varlen repro --json` reports
   // them); none by default.
   virtual std::vector<BackendCounter> counters() const { return {}; }
+
+  // Call level: a backend that is an engine's own backend class (argument
+  // handling and kernel in one) takes the caller's whole call. The executor
+  // hands it the call built from a case and judges what it raises or
+  // returns against what faithful mode predicts for engine_version(); its
+  // ResolveCall is never used. Kernel-level backends (the default) answer
+  // false.
+  virtual bool call_level() const { return false; }
+  virtual SglangVersion engine_version() const { return kLatestSglangVersion; }
+  // REQUIRES: call_level(). An error status is the harness's own failure to
+  // make the call (never the backend's exception, which the result holds).
+  virtual absl::StatusOr<EngineCallResult> CallEngine(const AttentionCall& call,
+                                                      Profile profile) const;
 };
 
 // Runs `backend` on params it said it supports. An Unimplemented answer at

@@ -53,6 +53,7 @@ struct Geometry {
   std::optional<double> softmax_scale;
 
   int64_t total_tokens() const;
+  int64_t longest() const;  // the longest sequence; 0 without any
   double scale() const;
   bool operator==(const Geometry&) const = default;
 };

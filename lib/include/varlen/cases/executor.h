@@ -21,6 +21,17 @@
 // can run the oracle (a CUDA build on a machine with a device): then they
 // run forward up to the GPU budget.
 //
+// A call-level backend (Backend::call_level(), an engine's own backend
+// class) replaces steps 2 and 3: it gets the whole call. Faithful mode,
+// at the backend's engine version, predicts the outcome, and that
+// prediction is the expectation, whatever the case file says: a predicted
+// error must be raised with the same type and message; a predicted correct
+// launch must return the reference's numbers; a predicted launch other
+// than the ground truth's (a silent corruption, a harmless difference)
+// must return without raising, its numbers reported, not judged; observed
+// host syncs must equal the predicted ones where the backend can observe
+// them. Hardened cases do not apply to an engine's own code.
+//
 // Example:
 //   CaseRunner runner(c);
 //   for (const Backend* b : AllBackends()) Print(runner.Run(*b));
@@ -28,6 +39,7 @@
 #ifndef VARLEN_CASES_EXECUTOR_H_
 #define VARLEN_CASES_EXECUTOR_H_
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -74,6 +86,15 @@ struct Outcome {
   // The warmup calls made first, in order: recorded, never judged (each has
   // its own observed and verdict, as a case without an expectation would).
   std::vector<Outcome> warmups;
+  // Call level: what faithful mode predicted (`resolution` holds its
+  // resolution) and what the engine's forward did.
+  struct EngineCall {
+    std::string predicted;             // "RuntimeError: ...", or the launch it predicts
+    bool ground_truth_launch = false;  // the prediction is the ground truth's launch
+    std::string did;                   // "raised TypeError: ...", "returned [T, H, D] float32"
+    std::optional<DeviceEventCounts> device_events;  // observed, where observable
+  };
+  std::optional<EngineCall> engine;
 };
 
 struct RunOptions {
@@ -81,6 +102,9 @@ struct RunOptions {
   bool allow_forward = true;  // false: resolution only, whatever the budget
   bool keep_output = false;   // keep the backend's output in Outcome::output
   ForwardBudget budget;       // for the ground truth, and for what a kernel would compute
+  // The reference of this case's geometry, data and profile, from an earlier
+  // runner (CaseRunner::computed_reference): spellings of one call share it.
+  std::shared_ptr<const Reference> reference;
 };
 
 // Prepares a case once (tensors, oracle) and runs it on any number of
@@ -99,18 +123,23 @@ class CaseRunner {
   // runs_forward().
   const QkvTensors& tensors() const { return qkv_; }
   const Reference& reference() { return GetReference(); }
+  // The reference once a run has computed (or been given) it, else null.
+  std::shared_ptr<const Reference> computed_reference() const { return reference_; }
 
  private:
   // Steps 1-4: fills `outcome` up to, not including, the verdict.
   void Execute(const Backend& backend, Outcome* outcome);
+  // Steps 2-4 for a call-level backend, the verdict included.
+  void ExecuteWholeCall(const Backend& backend, AttentionCall call, Outcome* outcome);
   const Reference& GetReference();
+  double ReferenceScale() const;  // the scale the reference runs with
 
   Case case_;
   RunOptions options_;
   absl::StatusOr<OracleDevice> oracle_device_;  // an error: resolution only, and why
   bool forward_;
   QkvTensors qkv_;
-  std::optional<Reference> reference_;
+  std::shared_ptr<const Reference> reference_;
   std::vector<CaseRunner> warmups_;  // one per Case::warmup
 };
 

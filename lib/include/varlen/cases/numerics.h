@@ -32,6 +32,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "varlen/backend/params.h"
 #include "varlen/cases/case.h"
 #include "varlen/cases/limits.h"
 #include "varlen/core/tensor.h"
@@ -64,6 +65,16 @@ struct Reference {
 // with the reason.
 enum class OracleDevice { kCpu, kGpu };
 absl::StatusOr<OracleDevice> OracleDeviceFor(const Geometry& g, const ForwardBudget& cpu_budget);
+
+// OK when geometries beyond the CPU budget can run their oracle on a GPU
+// here; else why not.
+absl::Status GpuOracleAvailable();
+
+// Runs any launch with the oracle's float64 arithmetic on the CPU, the
+// output rounded to params.output_dtype: what an exact kernel handed that
+// launch returns (the executor's prediction for a call-level backend).
+// REQUIRES: CheckKernelBounds(params).ok().
+void RunExactKernel(const VarlenAttentionParams& params);
 
 // REQUIRES: q, k, v hold data for c's geometry ([T, H, D] or [b, s, H, D]).
 Reference ComputeReference(const Geometry& g, const Tensor& q, const Tensor& k, const Tensor& v,

@@ -1,0 +1,295 @@
+// varlen._core: the C++ harness for Python. Everything is the C++ library's
+// (generation, resolution, oracle, judge, shrinking, reports); this module
+// only registers Python backends with it and exposes its entry points. The
+// GIL is released while the harness runs, and taken again by each call into
+// a Python backend.
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "nanobind/nanobind.h"
+#include "nanobind/ndarray.h"
+#include "nanobind/stl/map.h"
+#include "nanobind/stl/optional.h"
+#include "nanobind/stl/string.h"
+#include "nanobind/stl/vector.h"
+#include "python_backend.h"
+#include "varlen/backend/registry.h"
+#include "varlen/cases/case_json.h"
+#include "varlen/cases/executor.h"
+#include "varlen/cases/report.h"
+#include "varlen/conformance/check.h"
+#include "varlen/conformance/suite.h"
+
+namespace nb = nanobind;
+
+namespace varlen::python {
+namespace {
+
+template <typename T>
+T OrRaise(absl::StatusOr<T> value) {
+  if (!value.ok()) throw nb::value_error(std::string(value.status().message()).c_str());
+  return *std::move(value);
+}
+
+void OrRaise(const absl::Status& status) {
+  if (!status.ok()) throw nb::value_error(std::string(status.message()).c_str());
+}
+
+BackendCapabilities CapabilitiesFrom(const nb::dict& d) {
+  BackendCapabilities caps;
+  for (const std::string& name : nb::cast<std::vector<std::string>>(d["dtypes"])) {
+    caps.input_dtypes.push_back(OrRaise(ParseDType(name)));
+  }
+  caps.max_head_dim = nb::cast<int>(d["max_head_dim"]);
+  caps.grouped_query_attention = nb::cast<bool>(d["grouped_query_attention"]);
+  caps.distinct_value_head_dim = nb::cast<bool>(d["distinct_value_head_dim"]);
+  caps.strided_inputs = nb::cast<bool>(d["strided_inputs"]);
+  caps.device = nb::cast<std::string>(d["device"]);
+  for (const std::string& name : nb::cast<std::vector<std::string>>(d["profiles"])) {
+    caps.profiles.push_back(OrRaise(ParseProfile(name)));
+  }
+  caps.max_tokens = nb::cast<int64_t>(d["max_tokens"]);
+  caps.max_sequences = nb::cast<int64_t>(d["max_sequences"]);
+  return caps;
+}
+
+const Backend& BackendNamed(const std::string& name) {
+  const Backend* backend = FindBackend(name);
+  if (backend == nullptr) {
+    std::vector<std::string> names;
+    for (const Backend* b : AllBackends()) names.emplace_back(b->name());
+    throw nb::value_error(
+        absl::StrCat("no backend named \"", name, "\" (known: ", absl::StrJoin(names, ", "), ")")
+            .c_str());
+  }
+  return *backend;
+}
+
+Case LoadCase(const std::string& path_or_json) {
+  if (!path_or_json.empty() && path_or_json.front() == '{') {
+    return OrRaise(ParseCase(path_or_json, "<case>"));
+  }
+  return OrRaise(LoadCaseFile(path_or_json));
+}
+
+nb::dict OutcomeDict(const Case& c, const std::string& origin, const Outcome& outcome) {
+  nb::dict d;
+  d["case"] = c.name;
+  d["backend"] = outcome.backend;
+  d["verdict"] = std::string(VerdictName(outcome.verdict));
+  d["text"] = FormatOutcomeText(c, origin, outcome);
+  d["json"] = FormatJson(OutcomeToJson(c, origin, outcome));
+  return d;
+}
+
+}  // namespace
+
+NB_MODULE(_core, m) {
+  m.doc() = "The varlen C++ harness: cases, resolution, the float64 oracle, the judge, the suite.";
+
+  m.def(
+      "register_backend",
+      [](const std::string& name, const std::string& description, const nb::dict& capabilities,
+         nb::object adapter, bool call_level, const std::string& version) {
+        PythonBackendSpec spec;
+        spec.name = name;
+        spec.description = description;
+        spec.capabilities = CapabilitiesFrom(capabilities);
+        spec.call_level = call_level;
+        spec.engine_version = OrRaise(ParseSglangVersion(version));
+        OrRaise(RegisterBackend(std::make_unique<PythonBackend>(std::move(spec), adapter)));
+      },
+      nb::arg("name"), nb::arg("description"), nb::arg("capabilities"), nb::arg("adapter"),
+      nb::arg("call_level"), nb::arg("version"));
+
+  m.def("backends", [] {
+    nb::list out;
+    for (const Backend* b : AllBackends()) {
+      nb::dict d;
+      d["name"] = std::string(b->name());
+      d["description"] = std::string(b->description());
+      const absl::Status available = b->Available();
+      d["unavailable"] = available.ok() ? std::string() : std::string(available.message());
+      d["call_level"] = b->call_level();
+      out.append(d);
+    }
+    return out;
+  });
+
+  m.def("sglang_versions", [] {
+    std::vector<std::string> names;
+    for (SglangVersion v : ModelledSglangVersions()) names.emplace_back(SglangVersionName(v));
+    return names;
+  });
+
+  m.def("properties", [] { return PropertyNames(); });
+
+  m.def(
+      "check",
+      [](const std::vector<std::string>& backends, const std::string& tier,
+         const std::string& report_dir, const std::string& corpus_dir,
+         const std::vector<std::string>& expectations, bool progress,
+         const std::map<std::string, std::string>& repro_commands, double budget_scale) {
+        CheckOptions options;
+        options.budget_scale = budget_scale;
+        options.repro_commands = repro_commands;
+        options.backends = backends;
+        options.tier = OrRaise(ParseTier(tier));
+        options.report_dir = report_dir;
+        options.corpus_dir = corpus_dir;
+        for (const std::string& manifest : expectations) {
+          options.expectations.push_back(
+              std::make_shared<const Expectations>(OrRaise(LoadExpectations(manifest))));
+        }
+        if (progress) {
+          options.progress = [](const std::string& line) {
+            nb::gil_scoped_acquire gil;
+            nb::module_::import_("sys").attr("stderr").attr("write")(line + "\n");
+            nb::module_::import_("sys").attr("stderr").attr("flush")();
+          };
+        }
+        absl::StatusOr<CheckReport> report;
+        {
+          nb::gil_scoped_release release;
+          report = RunCheck(options);
+        }
+        const CheckReport& r = OrRaise(std::move(report));
+        nb::list items;
+        for (const CheckItem& item : r.items) {
+          nb::dict i;
+          i["backend"] = item.backend;
+          i["kind"] = item.kind;
+          i["name"] = item.name;
+          i["status"] = std::string(CheckStatusName(item.status));
+          i["seconds"] = item.seconds;
+          i["message"] = item.message;
+          i["picture"] = item.picture;
+          i["shrunk"] = item.shrunk;
+          items.append(i);
+        }
+        nb::dict d;
+        d["passed"] = r.passed();
+        d["text"] = CheckResultText(r, options);
+        d["matrix"] = CheckMatrixMarkdown(r);
+        d["items"] = items;
+        return d;
+      },
+      nb::arg("backends"), nb::arg("tier"), nb::arg("report_dir"), nb::arg("corpus_dir"),
+      nb::arg("expectations"), nb::arg("progress"), nb::arg("repro_commands"),
+      nb::arg("budget_scale"));
+
+  m.def(
+      "repro",
+      [](const std::string& path_or_json, const std::vector<std::string>& backends,
+         const std::string& sglang) {
+        std::vector<std::string> files;
+        std::vector<Case> cases;
+        if (!path_or_json.empty() && path_or_json.front() == '{') {
+          files.push_back("<case>");
+          cases.push_back(LoadCase(path_or_json));
+        } else {
+          files = OrRaise(ListCaseFiles({path_or_json}));
+          for (const std::string& file : files) cases.push_back(OrRaise(LoadCaseFile(file)));
+        }
+        if (!sglang.empty()) {
+          const SglangVersion version = OrRaise(ParseSglangVersion(sglang));
+          for (Case& c : cases) c.sglang = version;
+        }
+        std::vector<const Backend*> chosen;
+        for (const std::string& name : backends) chosen.push_back(&BackendNamed(name));
+        nb::list outcomes;
+        for (size_t i = 0; i < cases.size(); ++i) {
+          std::vector<Outcome> results;
+          {
+            nb::gil_scoped_release release;
+            CaseRunner runner(cases[i]);
+            for (const Backend* b : chosen) results.push_back(runner.Run(*b));
+          }
+          for (const Outcome& o : results) outcomes.append(OutcomeDict(cases[i], files[i], o));
+        }
+        return outcomes;
+      },
+      nb::arg("path"), nb::arg("backends"), nb::arg("sglang"));
+
+  m.def(
+      "load_case",
+      [](const std::string& path_or_json) {
+        const Case c = LoadCase(path_or_json);
+        nb::dict d;
+        d["name"] = c.name;
+        d["json"] = WriteCase(c);
+        CaseRunner runner(c);
+        if (runner.runs_forward()) {
+          d["q"] = TensorToArray(runner.tensors().q);
+          d["k"] = TensorToArray(runner.tensors().k);
+          d["v"] = TensorToArray(runner.tensors().v);
+        }
+        return d;
+      },
+      nb::arg("path"));
+
+  m.def(
+      "reference",
+      [](const std::string& path_or_json) {
+        const Case c = LoadCase(path_or_json);
+        CaseRunner runner(c);
+        if (!runner.runs_forward()) {
+          throw nb::value_error(
+              absl::StrCat("case ", c.name, " is too large for a forward run here").c_str());
+        }
+        const Reference* reference;
+        {
+          nb::gil_scoped_release release;
+          reference = &runner.reference();
+        }
+        const Geometry& g = c.geometry;
+        Tensor out = Tensor::FromDoubles(reference->oracle, DType::kFloat64, Device::kCpu,
+                                         Shape{g.total_tokens(), g.num_heads, g.head_dim_v});
+        return TensorToArray(out);
+      },
+      nb::arg("path"));
+
+  m.def(
+      "run_property",
+      [](const std::string& property, const std::string& backend, const std::string& tier,
+         const std::string& failures_dir) {
+        const Backend& b = BackendNamed(backend);
+        PropertyRunOptions options;
+        const Tier t = OrRaise(ParseTier(tier));
+        options.budget = BudgetFor(property, t);
+        PropertyRunResult result;
+        {
+          nb::gil_scoped_release release;
+          result = RunProperty(property, b, options);
+        }
+        nb::dict d;
+        d["passed"] = result.passed;
+        d["summary"] = DescribeRun(result);
+        d["params"] = result.params_note;
+        d["message"] = result.message;
+        d["why"] = result.why;
+        d["shrunk"] = std::string();
+        d["unsupported"] = result.unsupported > 0 && result.unsupported == result.executed;
+        if (!result.passed && result.shrunk.has_value()) {
+          const std::string path =
+              OrRaise(WriteShrunkCase(failures_dir, backend, property, t, result));
+          d["shrunk"] = path;
+        }
+        return d;
+      },
+      nb::arg("property"), nb::arg("backend"), nb::arg("tier"), nb::arg("failures_dir"));
+
+  m.def(
+      "case_files", [](const std::string& dir) { return OrRaise(ListCaseFiles({dir})); },
+      nb::arg("dir"));
+
+  m.def("source_corpus_dir", [] { return std::string(VARLEN_CORPUS_DIR); });
+}
+
+}  // namespace varlen::python

@@ -1,0 +1,152 @@
+"""Tests of the Python entry: tensors crossing into Python backends, both
+kinds of registration, the harness's judgement of call-level backends, and
+a broken backend's failure replayed by `python -m varlen repro` and by the
+pytest plugin.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import varlen
+from varlen import spec
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORPUS = varlen.default_corpus_dir()
+
+
+def _env():
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([HERE] + sys.path)
+    return env
+
+
+seen = []
+
+
+def _recording_kernel(q, k, v, o, cu_q, cu_k, max_q, max_k, scale):
+    seen.append(dict(q=q, k=k, v=v, o=o, cu=cu_q.clone(), max_q=max_q, scale=scale,
+                     q_stride=q.stride(), q_ptr=q.data_ptr()))
+    for start, end in zip(cu_q.tolist(), cu_q.tolist()[1:]):
+        if end > start:
+            group = q.shape[1] // k.shape[1]
+            out = torch.nn.functional.scaled_dot_product_attention(
+                q[start:end].transpose(0, 1).float(),
+                k[start:end].transpose(0, 1).float().repeat_interleave(group, 0),
+                v[start:end].transpose(0, 1).float().repeat_interleave(group, 0), scale=scale)
+            o[start:end].copy_(out.transpose(0, 1))
+
+
+RECORDER = varlen.register(spec.KernelBackend(
+    name="test_recording_kernel", fn=_recording_kernel,
+    capabilities=spec.Capabilities(dtypes=("float32", "bfloat16"), max_head_dim=128)))
+
+
+def _case(name):
+    return os.path.join(CORPUS, name + ".json")
+
+
+def test_kernel_level_tensors_are_views_with_their_dtype_and_strides():
+    seen.clear()
+    [outcome] = varlen.repro(_case("fa3-direct-fused-qkv-views-hardened"), "test_recording_kernel")
+    assert outcome.verdict == "PASS", outcome.text
+    call = seen[-1]
+    # Column views of one fused projection keep their strides: no copy.
+    assert call["q"].dtype == torch.bfloat16
+    assert call["q"].stride()[0] > call["q"].shape[1] * call["q"].shape[2]
+    assert call["q"].stride()[2] == 1
+    assert call["cu"].dtype == torch.int32
+    assert isinstance(call["max_q"], int) and isinstance(call["scale"], float)
+
+
+def test_load_case_and_reference_come_from_the_harness():
+    case = varlen.load_case(_case("fa3-cu-int32"))
+    assert case.name == "fa3-cu-int32"
+    assert case.q.shape == (120, 4, 64) and case.q.dtype == torch.bfloat16
+    ref = varlen.reference(case)
+    assert ref.shape == (120, 4, 64) and ref.dtype == torch.float64
+    assert torch.isfinite(ref).all()
+    assert json.loads(case.json)["name"] == "fa3-cu-int32"
+
+
+def test_a_returned_output_of_the_wrong_shape_fails_naming_it():
+    def wrong(q, k, v, o, *args):
+        return torch.zeros(o.shape[0], o.shape[1], o.shape[2] + 1)
+
+    varlen.register(spec.KernelBackend(name="test_wrong_shape", fn=wrong,
+                                       capabilities=spec.Capabilities(dtypes=("bfloat16",))))
+    [outcome] = varlen.repro(_case("fa3-cu-int32"), "test_wrong_shape")
+    assert outcome.verdict == "FAIL"
+    assert "test_wrong_shape raised ValueError" in outcome.text
+    assert "([tokens, heads, head_dim_v])" in outcome.text
+
+
+def test_registration_errors_name_the_problem():
+    with pytest.raises(ValueError, match="already registered"):
+        varlen.register(spec.KernelBackend(name="test_recording_kernel", fn=_recording_kernel))
+    assert varlen.register(RECORDER) is RECORDER  # the same object again: nothing happens
+    with pytest.raises(ValueError, match="Capabilities.dtypes: 'int8'"):
+        spec.Capabilities(dtypes=("int8",))
+    with pytest.raises(ValueError, match="names no backend|cannot import"):
+        varlen.load_backend("no_such_module_anywhere:BACKENDS")
+
+
+def test_a_call_level_backend_is_judged_against_faithful_mode():
+    import broken_backends
+
+    varlen.register(broken_backends.BACKENDS[0], origin="broken_backends:BACKENDS")
+    # A predicted error must be raised with the same type and message: this
+    # backend raises nothing of SGLang's, so a case SGLang refuses fails.
+    [refused] = varlen.repro(_case("triton-graph-mode-output-ws-missing"),
+                             "broken_max_seqlen_tensor")
+    assert refused.verdict == "FAIL", refused.text
+    assert "faithful mode predicts RuntimeError" in refused.text
+    # A correct call with an int max_seqlen is right.
+    [right] = varlen.repro(_case("triton-builder-metadata-no-host-sync"),
+                           "broken_max_seqlen_tensor")
+    assert right.verdict == "PASS", right.text
+    assert "predicted:  the ground truth's launch" in right.text
+    # Hardened cases are not an engine's.
+    [hardened] = varlen.repro(_case("triton-graph-mode-layer-output-ws-none-hardened"),
+                              "broken_max_seqlen_tensor")
+    assert hardened.verdict == "UNSUPPORTED"
+
+
+def test_a_broken_call_level_backend_gives_a_case_that_repro_and_pytest_replay(tmp_path):
+    import broken_backends
+
+    varlen.register(broken_backends.BACKENDS[0], origin="broken_backends:BACKENDS")
+    failures = tmp_path / "failures"
+    result = varlen.run_property("ArgumentForms", "broken_max_seqlen_tensor",
+                                 failures_dir=str(failures))
+    assert not result["passed"]
+    assert "max_seqlen as a" in result["why"] and "tensor" in result["why"]
+    shrunk = result["shrunk"]
+    case = json.loads(open(shrunk).read())
+    assert max(case["geometry"]["seq_lens"]) > broken_backends.ASSUMED_MAX
+    assert "The shrunk failing case." == case["description"]
+    assert result["reproduce"].endswith(
+        f"repro {shrunk} --load=broken_backends:BACKENDS --backend=broken_max_seqlen_tensor")
+
+    repro = subprocess.run(
+        [sys.executable, "-m", "varlen", "repro", shrunk, "--load=broken_backends:BACKENDS",
+         "--backend=broken_max_seqlen_tensor"],
+        capture_output=True, text=True, env=_env(), timeout=600)
+    assert repro.returncode == 1, repro.stdout + repro.stderr
+    assert "verdict:    FAIL" in repro.stdout
+    assert "whose output matches the reference; forward's does not" in repro.stdout
+
+    plugin = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "varlen.pytest_plugin", "-q", "-p",
+         "no:cacheprovider", "--varlen-backend=broken_backends:BACKENDS", "--varlen-no-corpus",
+         f"--varlen-failures={tmp_path / 'plugin'}", "-k", "ArgumentForms", str(tmp_path)],
+        capture_output=True, text=True, env=_env(), timeout=600, cwd=str(tmp_path))
+    assert plugin.returncode == 1, plugin.stdout + plugin.stderr
+    assert "varlen/broken_max_seqlen_tensor/Conformance.ArgumentForms" in plugin.stdout
+    replayed = tmp_path / "plugin" / "broken_max_seqlen_tensor-ArgumentForms.json"
+    assert f"replay: {sys.executable} -m varlen repro {replayed}" in plugin.stdout
+    assert json.loads(replayed.read_text())["geometry"] == case["geometry"]

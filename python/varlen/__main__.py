@@ -1,0 +1,97 @@
+"""`python -m varlen`: the varlen command for Python backends.
+
+    python -m varlen check [--load=module:attr ...] [--backend=NAME ...]
+                           [--tier=smoke|full|nightly] [--report=DIR] [--corpus=DIR]
+                           [--expectations=FILE,...] [--budget-scale=X]
+    python -m varlen repro FILE_OR_DIR [--load=module:attr ...] [--backend=NAME ...]
+                           [--sglang=VERSION] [--brief] [--json]
+    python -m varlen backends [--load=module:attr ...]
+
+--load imports "module:attr", a varlen.KernelBackend, a varlen.CallBackend or a
+list of them ("module" alone: its BACKENDS), and registers them. --backend
+names the backends to run (a registered name, or "module:attr", which loads
+and runs what it names); without it, every loaded backend runs, or every
+available one when nothing was loaded. Both may be repeated or
+comma-separated. Exit status: 0 when everything passed, 1 when something
+failed, 2 for a usage error or an invalid case file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import varlen
+
+
+def _items(values):
+    return [item for value in values or [] for item in value.split(",") if item]
+
+
+def _backends(args):
+    loaded = [name for target in _items(args.load) for name in varlen.load_backend(target)]
+    chosen = [name for item in _items(args.backend) for name in varlen.load_backend(item)]
+    return chosen or loaded
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m varlen", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    check = sub.add_parser("check", help="the corpus and the generated properties")
+    check.add_argument("--load", action="append", help="module:attr: backends to register")
+    check.add_argument("--backend", action="append", help="a backend's name, or module:attr")
+    check.add_argument("--tier", default="smoke", choices=["smoke", "full", "nightly"])
+    check.add_argument("--report", default="", help="folder for junit.xml, matrix.md, failures")
+    check.add_argument("--corpus", default=None, help="the corpus to replay")
+    check.add_argument("--expectations", default=None,
+                       help="manifests of known gaps, comma-separated")
+    check.add_argument("--budget-scale", type=float, default=1.0,
+                       help="multiplies the tier's case counts and time budgets")
+    repro = sub.add_parser("repro", help="replay case files")
+    repro.add_argument("path")
+    repro.add_argument("--load", action="append")
+    repro.add_argument("--backend", action="append")
+    repro.add_argument("--sglang", default=None)
+    repro.add_argument("--brief", action="store_true")
+    repro.add_argument("--json", action="store_true")
+    listing = sub.add_parser("backends", help="list the backends")
+    listing.add_argument("--load", action="append")
+    listing.add_argument("--backend", action="append")
+    args = parser.parse_args(argv)
+
+    try:
+        names = _backends(args)
+        if args.command == "backends":
+            for b in varlen.backends():
+                state = f"unavailable: {b['unavailable']}" if b["unavailable"] else "available"
+                level = "call level" if b["call_level"] else "kernel level"
+                print(f"{b['name']:40} {level:12} {state}\n    {b['description']}")
+            return 0
+        if args.command == "check":
+            result = varlen.check(names or None, tier=args.tier, report_dir=args.report or None,
+                                  corpus_dir=args.corpus, expectations=args.expectations,
+                                  budget_scale=args.budget_scale)
+            sys.stdout.write(result.text)
+            return 0 if result.passed else 1
+        outcomes = varlen.repro(args.path, names or None, sglang=args.sglang)
+    except ValueError as e:
+        print(f"varlen: {e}", file=sys.stderr)
+        return 2
+    failed = sum(o.verdict == "FAIL" for o in outcomes)
+    if args.json:
+        print(json.dumps([json.loads(o.json) for o in outcomes], indent=2))
+    else:
+        for o in outcomes:
+            if args.brief and o.verdict != "FAIL":
+                print(f"{o.verdict}  {o.case}  [{o.backend}]")
+            else:
+                print(o.text)
+        unsupported = sum(o.verdict == "UNSUPPORTED" for o in outcomes)
+        print(f"summary: {len(outcomes)} runs: {len(outcomes) - failed - unsupported} passed, "
+              f"{failed} failed, {unsupported} unsupported")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

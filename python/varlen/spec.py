@@ -1,0 +1,110 @@
+"""How a Python attention backend describes itself to the harness.
+
+Two kinds, each registered with one line (varlen.register):
+
+* KernelBackend: a function given a resolved launch, exactly what a C++
+  backend receives in VarlenAttentionParams:
+
+      fn(q, k, v, o, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale)
+
+  q, k, v are [T, H, D] tensors in their real layout and strides, o is the
+  [T, H, Dv] output to fill (or return a tensor of that shape, which the
+  harness copies into o), cu_seqlens_* are int32 token offsets, the max
+  lengths ints and the scale a float.
+
+* CallBackend: an engine's own backend object, called as the engine calls it
+  (SGLang: forward(q, k, v, bsz, cu_seqlens=..., **kwargs)); the harness builds
+  each argument in the exact form a case names and judges what forward raises
+  or returns against faithful mode's prediction.
+
+Nothing here imports the compiled core, so backend modules can be written and
+tested without it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Optional, Tuple
+
+DTYPES = ("float32", "float16", "bfloat16", "float64")
+PROFILES = ("flashinfer_cudnn", "fa3", "triton_attn", "sdpa")
+
+
+@dataclasses.dataclass(frozen=True)
+class Capabilities:
+    """What a backend runs; a case outside it is "not supported"."""
+
+    dtypes: Tuple[str, ...] = ("float32", "float16", "bfloat16")
+    max_head_dim: int = 256
+    grouped_query_attention: bool = True
+    distinct_value_head_dim: bool = False
+    strided_inputs: bool = True
+    device: str = "cpu"  # or "cuda"
+    # Kernel level: the calling conventions whose launches it takes (empty:
+    # every one). Call level: ignored, the CallBackend names its profile.
+    profiles: Tuple[str, ...] = ()
+    max_tokens: int = 0  # 0: no limit
+    max_sequences: int = 0
+
+    def __post_init__(self):
+        for dtype in self.dtypes:
+            if dtype not in DTYPES:
+                raise ValueError(f"Capabilities.dtypes: {dtype!r} is not one of {DTYPES}")
+        for profile in self.profiles:
+            if profile not in PROFILES:
+                raise ValueError(f"Capabilities.profiles: {profile!r} is not one of {PROFILES}")
+        if self.device not in ("cpu", "cuda"):
+            raise ValueError(f"Capabilities.device: {self.device!r} is not 'cpu' or 'cuda'")
+        if self.max_head_dim <= 0:
+            raise ValueError(f"Capabilities.max_head_dim={self.max_head_dim} must be positive")
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelBackend:
+    name: str
+    fn: Callable[..., Any]
+    capabilities: Capabilities = Capabilities()
+    description: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class CallContext:
+    """What an engine's backend object is constructed from, per call."""
+
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    head_dim_v: int
+    dtype: Any  # a torch dtype
+    device: str  # "cpu" or "cuda": where q, k and v live
+    profile: str
+    engine: str
+    version: str
+    entry: str  # "direct" or "layer"
+    graph_mode: bool
+    # sdpa's constructor options (SdpaOptions in the C++ contract).
+    flatten_batch: bool = False
+    softmax_in_single_precision: bool = False
+    softmax_scale: Optional[float] = None
+
+
+@dataclasses.dataclass(frozen=True)
+class CallBackend:
+    name: str
+    # make(CallContext) -> an object whose forward() the harness calls.
+    make: Callable[[CallContext], Any]
+    profile: str
+    engine: str = "sglang"
+    version: str = "0.5.23"
+    capabilities: Capabilities = Capabilities()
+    # The engine's own classes, so isinstance checks in its code hold: its
+    # VisionAttentionMetadata (fields cu_seqlens, seq_lens, max_seqlen,
+    # packed_indptrs, sequence_lengths, flashinfer_max_seqlen) and its
+    # SingletonCache (set_data / get_data / empty). None: varlen's stand-ins.
+    metadata_class: Optional[type] = None
+    singleton_cache_class: Optional[type] = None
+    description: str = ""
+
+    def __post_init__(self):
+        if self.profile not in PROFILES:
+            raise ValueError(f"CallBackend.profile: {self.profile!r} is not one of {PROFILES}")
