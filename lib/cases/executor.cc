@@ -523,11 +523,11 @@ void CaseRunner::ExecuteWholeCall(const Backend& backend, AttentionCall call, Ou
     if (predicted_error.has_value()) {
       mismatches.push_back(absl::StrCat("faithful mode predicts ", engine.predicted,
                                         "; forward returned an output"));
-    } else if (out.numel() != expected || !IsFloatingPoint(out.dtype()) || !out.is_contiguous()) {
+    } else if (out.numel() != expected || out.dtype() != g.dtype || !out.is_contiguous()) {
       mismatches.push_back(absl::StrCat("forward returned ", ShapeToString(out.shape()), " ",
                                         DTypeName(out.dtype()), "; expected ", g.total_tokens(),
-                                        " x ", g.num_heads, " x ", g.head_dim_v,
-                                        " floating elements"));
+                                        " x ", g.num_heads, " x ", g.head_dim_v, " elements of ",
+                                        DTypeName(g.dtype), ", the inputs' dtype"));
     } else {
       const Tensor packed = out.Reshape({g.total_tokens(), g.num_heads, g.head_dim_v});
       outcome->numerics = JudgeOutput(g, GetReference(), packed, options_.tolerance);

@@ -24,12 +24,14 @@ int64_t RowsOf(int64_t numel, int64_t token_stride, int64_t heads, int64_t head_
   return (numel - row) / token_stride + 1;
 }
 
-// Borrowed for the duration of one call into Python: the owner keeps no
+// A [tokens, heads, dim] view of a launch's buffer of `numel` elements,
+// borrowed for the duration of one call into Python: the owner keeps no
 // storage alive, so a backend must not keep its arguments.
-nb::object Borrowed(const void* data, DType dtype, int64_t tokens, int64_t heads, int64_t dim,
+nb::object Borrowed(const void* data, DType dtype, int64_t numel, int64_t heads, int64_t dim,
                     int64_t token_stride, int64_t head_stride) {
-  const size_t shape[3] = {static_cast<size_t>(tokens), static_cast<size_t>(heads),
-                           static_cast<size_t>(dim)};
+  const size_t shape[3] = {
+      static_cast<size_t>(RowsOf(numel, token_stride, heads, head_stride, dim)),
+      static_cast<size_t>(heads), static_cast<size_t>(dim)};
   const int64_t strides[3] = {token_stride, head_stride, 1};
   nb::capsule owner(data, [](void*) noexcept {});
   return nb::cast(
@@ -267,24 +269,16 @@ absl::Status PythonBackend::Run(const VarlenAttentionParams& p) const {
   if (!launch.ok()) return launch.status();
   nb::gil_scoped_acquire gil;
   try {
-    const auto rows = [](int64_t numel, int64_t stride, int heads, int64_t head_stride, int dim) {
-      return RowsOf(numel, stride, heads, head_stride, dim);
-    };
-    adapter_.attr("run_launch")(
-        Borrowed(p.q, p.input_dtype,
-                 rows(p.q_numel, p.q_token_stride, p.num_heads_q, p.q_head_stride, p.head_dim_qk),
-                 p.num_heads_q, p.head_dim_qk, p.q_token_stride, p.q_head_stride),
-        Borrowed(p.k, p.input_dtype,
-                 rows(p.k_numel, p.k_token_stride, p.num_heads_kv, p.k_head_stride, p.head_dim_qk),
-                 p.num_heads_kv, p.head_dim_qk, p.k_token_stride, p.k_head_stride),
-        Borrowed(p.v, p.input_dtype,
-                 rows(p.v_numel, p.v_token_stride, p.num_heads_kv, p.v_head_stride, p.head_dim_v),
-                 p.num_heads_kv, p.head_dim_v, p.v_token_stride, p.v_head_stride),
-        Borrowed(p.o, p.output_dtype,
-                 rows(p.o_numel, p.o_token_stride, p.num_heads_q, p.o_head_stride, p.head_dim_v),
-                 p.num_heads_q, p.head_dim_v, p.o_token_stride, p.o_head_stride),
-        Int32Array(launch->cu_seqlens), Int32Array(launch->cu_seqlens), launch->max_seqlen,
-        launch->max_seqlen, p.softmax_scale);
+    adapter_.attr("run_launch")(Borrowed(p.q, p.input_dtype, p.q_numel, p.num_heads_q,
+                                         p.head_dim_qk, p.q_token_stride, p.q_head_stride),
+                                Borrowed(p.k, p.input_dtype, p.k_numel, p.num_heads_kv,
+                                         p.head_dim_qk, p.k_token_stride, p.k_head_stride),
+                                Borrowed(p.v, p.input_dtype, p.v_numel, p.num_heads_kv,
+                                         p.head_dim_v, p.v_token_stride, p.v_head_stride),
+                                Borrowed(p.o, p.output_dtype, p.o_numel, p.num_heads_q,
+                                         p.head_dim_v, p.o_token_stride, p.o_head_stride),
+                                Int32Array(launch->cu_seqlens), Int32Array(launch->cu_seqlens),
+                                launch->max_seqlen, launch->max_seqlen, p.softmax_scale);
   } catch (const nb::python_error& e) {
     return absl::InternalError(absl::StrCat(spec_.name, " raised ", PythonErrorText(e)));
   }

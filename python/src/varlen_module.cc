@@ -4,6 +4,7 @@
 // GIL is released while the harness runs, and taken again by each call into
 // a Python backend.
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <memory>
@@ -19,10 +20,12 @@
 #include "nanobind/stl/string.h"
 #include "nanobind/stl/vector.h"
 #include "python_backend.h"
+#include "varlen/backend/bind.h"
 #include "varlen/backend/registry.h"
 #include "varlen/cases/case_json.h"
 #include "varlen/cases/executor.h"
 #include "varlen/cases/report.h"
+#include "varlen/cases/synth.h"
 #include "varlen/conformance/check.h"
 #include "varlen/conformance/suite.h"
 
@@ -284,6 +287,36 @@ NB_MODULE(_core, m) {
         return d;
       },
       nb::arg("property"), nb::arg("backend"), nb::arg("tier"), nb::arg("failures_dir"));
+
+  m.def(
+      "time_run",
+      [](const std::string& backend, const std::string& path_or_json, int repeats) {
+        // The backend alone on the case's ground-truth launch, `repeats` times
+        // (no resolution, oracle or judgement): seconds per run.
+        const Backend& b = BackendNamed(backend);
+        const Case c = LoadCase(path_or_json);
+        const QkvTensors qkv = SynthesizeQkv(c);
+        const Geometry& g = c.geometry;
+        const KernelCall call =
+            BindGroundTruth(FlattenBatch(qkv.q), FlattenBatch(qkv.k), FlattenBatch(qkv.v),
+                            g.seq_lens, g.scale(), g.dtype);
+        const VarlenAttentionParams params = call.params();
+        OrRaise(b.Supports(params));
+        std::vector<double> seconds;
+        nb::gil_scoped_release release;
+        for (int i = 0; i < repeats; ++i) {
+          const auto start = std::chrono::steady_clock::now();
+          const absl::Status ran = RunSupported(b, params);
+          seconds.push_back(
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+          if (!ran.ok()) {
+            nb::gil_scoped_acquire gil;
+            throw nb::value_error(std::string(ran.message()).c_str());
+          }
+        }
+        return seconds;
+      },
+      nb::arg("backend"), nb::arg("path"), nb::arg("repeats"));
 
   m.def(
       "case_files", [](const std::string& dir) { return OrRaise(ListCaseFiles({dir})); },

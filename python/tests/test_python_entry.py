@@ -21,7 +21,10 @@ CORPUS = varlen.default_corpus_dir()
 
 def _env():
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([HERE] + sys.path)
+    # The directory of the varlen this process loaded goes first: another test module
+    # may have put the source tree (without the compiled core) on sys.path.
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(varlen.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join([HERE, package_parent] + sys.path)
     return env
 
 
@@ -73,16 +76,22 @@ def test_load_case_and_reference_come_from_the_harness():
     assert json.loads(case.json)["name"] == "fa3-cu-int32"
 
 
-def test_a_returned_output_of_the_wrong_shape_fails_naming_it():
-    def wrong(q, k, v, o, *args):
-        return torch.zeros(o.shape[0], o.shape[1], o.shape[2] + 1)
+def test_a_returned_output_of_the_wrong_shape_or_dtype_fails_naming_it():
+    def wrong_shape(q, k, v, o, *args):
+        return torch.zeros(o.shape[0], o.shape[1], o.shape[2] + 1, dtype=o.dtype)
 
-    varlen.register(spec.KernelBackend(name="test_wrong_shape", fn=wrong,
-                                       capabilities=spec.Capabilities(dtypes=("bfloat16",))))
-    [outcome] = varlen.repro(_case("fa3-cu-int32"), "test_wrong_shape")
-    assert outcome.verdict == "FAIL"
-    assert "test_wrong_shape raised ValueError" in outcome.text
-    assert "([tokens, heads, head_dim_v])" in outcome.text
+    def wrong_dtype(q, k, v, o, *args):
+        return torch.zeros(o.shape, dtype=torch.float32)
+
+    for name, fn, says in (("test_wrong_shape", wrong_shape, "([tokens, heads, head_dim_v])"),
+                           ("test_wrong_dtype", wrong_dtype,
+                            "returned torch.float32; the output is torch.bfloat16")):
+        varlen.register(spec.KernelBackend(name=name, fn=fn,
+                                           capabilities=spec.Capabilities(dtypes=("bfloat16",))))
+        [outcome] = varlen.repro(_case("fa3-cu-int32"), name)
+        assert outcome.verdict == "FAIL"
+        assert f"{name} raised ValueError" in outcome.text
+        assert says in outcome.text
 
 
 def test_registration_errors_name_the_problem():

@@ -245,5 +245,12 @@ def run_property(property: str, backend: str, *, tier: str = "smoke",
     return result
 
 
+def time_run(backend: str, case: Union[str, Case], repeats: int = 5) -> List[float]:
+    """Seconds per run of `backend` alone on a case's ground-truth launch
+    (no resolution, oracle or judgement): for benchmarks beside other backends."""
+    source = case.json if isinstance(case, Case) else os.fspath(case)
+    return list(_core.time_run(backend, source, repeats))
+
+
 def case_files(directory: Optional[str] = None) -> List[str]:
     return list(_core.case_files(directory or default_corpus_dir()))

@@ -184,6 +184,9 @@ class KernelAdapter:
             if tuple(result.shape) != tuple(target.shape):
                 raise ValueError(f"{self.backend.name} returned shape {tuple(result.shape)}; the "
                                  f"output is {tuple(target.shape)} ([tokens, heads, head_dim_v])")
+            if result.dtype != target.dtype:  # copy_ would convert it silently
+                raise ValueError(f"{self.backend.name} returned {result.dtype}; the output is "
+                                 f"{target.dtype}")
             target.copy_(result)
         if target is not to:
             to.copy_(target.to("cpu"))
