@@ -26,19 +26,198 @@ struct WorkItem {
   int64_t first_row;
 };
 
+// Register tiles of both products: kBlockRows rows x two vectors of float32
+// (8 accumulators, half of AVX2's registers), over the whole depth.
+typedef float Lanes __attribute__((vector_size(32)));
+typedef float UnalignedLanes __attribute__((vector_size(32), aligned(alignof(float)), may_alias));
+constexpr int kLanes = 8;
+constexpr int kBlock = 2 * kLanes;  // columns of a register tile
+constexpr int kBlockRows = 4;
+static_assert(kFlashTileKeys % kBlock == 0);
+
+int64_t PaddedToBlock(int64_t n) { return (n + kBlock - 1) / kBlock * kBlock; }
+
+// The vector at p, by reference: a vector by value would change the baseline
+// build's calling convention.
+[[gnu::always_inline]] inline const UnalignedLanes& LanesAt(const float* p) {
+  return *reinterpret_cast<const UnalignedLanes*>(p);
+}
+[[gnu::always_inline]] inline UnalignedLanes& LanesAt(float* p) {
+  return *reinterpret_cast<UnalignedLanes*>(p);
+}
+
 // Per-thread buffers, in float32 like a kernel's shared memory and registers.
+// Rows of v and of the accumulators are padded to whole register tiles
+// (v's padding stays zero), so that the tiles never need a remainder loop.
 struct Scratch {
-  std::vector<float> q;        // [rows][d]
-  std::vector<float> k_t;      // [d][keys], transposed so rows of scores vectorize
-  std::vector<float> v;        // [keys][dv]
-  std::vector<float> scores;   // [rows][keys]
-  std::vector<float> row_max;  // [rows]
-  std::vector<float> row_sum;  // [rows]
-  std::vector<float> acc;      // [rows][dv], the unnormalized output
+  int64_t v_stride = 0;           // dv padded to kBlock
+  std::vector<float> q;           // [rows][d]
+  std::vector<float> k_t;         // [d][kFlashTileKeys], transposed so rows of scores vectorize
+  std::vector<float> v;           // [keys][v_stride]
+  std::vector<float> scores;      // [rows][kFlashTileKeys]: S, then P in the input dtype
+  std::vector<float> row_max;     // [rows]
+  std::vector<float> row_sum;     // [rows]
+  std::vector<float> correction;  // [rows]: what this tile rescales the accumulator by
+  std::vector<float> acc;         // [rows][v_stride], the unnormalized output
   // kSplitKvMergeWithoutRescale: the splits finished so far, summed.
   std::vector<float> merged_sum;  // [rows]
-  std::vector<float> merged_acc;  // [rows][dv]
+  std::vector<float> merged_acc;  // [rows][v_stride]
 };
+
+// scores[r][c] = sum_i q[r][i] k_t[i][c] for Rows rows and one block of
+// kBlock keys, i in order (as a dot product over the head dim runs).
+template <int Rows>
+[[gnu::always_inline]] inline void ScoreBlock(const float* q, int d, const float* k_t,
+                                              float* scores) {
+  Lanes acc[Rows][2] = {};
+  for (int i = 0; i < d; ++i) {
+    const Lanes k0 = LanesAt(k_t + i * kFlashTileKeys);
+    const Lanes k1 = LanesAt(k_t + i * kFlashTileKeys + kLanes);
+    for (int r = 0; r < Rows; ++r) {
+      const float qr = q[r * d + i];
+      acc[r][0] += qr * k0;
+      acc[r][1] += qr * k1;
+    }
+  }
+  for (int r = 0; r < Rows; ++r) {
+    LanesAt(scores + r * kFlashTileKeys) = acc[r][0];
+    LanesAt(scores + r * kFlashTileKeys + kLanes) = acc[r][1];
+  }
+}
+
+// acc[r][j] = acc[r][j] correction[r] + sum_c p[r][c] v[c][j] for Rows rows
+// and one block of kBlock columns, c in key order.
+template <int Rows>
+[[gnu::always_inline]] inline void AccumulateBlock(const float* p, int64_t keys, const float* v,
+                                                   int64_t v_stride, const float* correction,
+                                                   float* acc) {
+  Lanes a[Rows][2];
+  for (int r = 0; r < Rows; ++r) {
+    a[r][0] = LanesAt(acc + r * v_stride) * correction[r];
+    a[r][1] = LanesAt(acc + r * v_stride + kLanes) * correction[r];
+  }
+  for (int64_t c = 0; c < keys; ++c) {
+    const Lanes v0 = LanesAt(v + c * v_stride);
+    const Lanes v1 = LanesAt(v + c * v_stride + kLanes);
+    for (int r = 0; r < Rows; ++r) {
+      const float pr = p[r * kFlashTileKeys + c];
+      a[r][0] += pr * v0;
+      a[r][1] += pr * v1;
+    }
+  }
+  for (int r = 0; r < Rows; ++r) {
+    LanesAt(acc + r * v_stride) = a[r][0];
+    LanesAt(acc + r * v_stride + kLanes) = a[r][1];
+  }
+}
+
+// Both products of a tile, over its rows in groups of kBlockRows.
+struct TileProducts {
+  // scores[r][0..keys padded to kBlock) = q[r] . k_t[][c], for r < rows.
+  void (*scores)(const float* q, int d, const float* k_t, int64_t rows, int64_t keys,
+                 float* scores);
+  // acc[r] = acc[r] correction[r] + p[r] V, for r < rows.
+  void (*accumulate)(const float* p, int64_t rows, int64_t keys, const float* v, int64_t v_stride,
+                     const float* correction, float* acc);
+};
+
+template <int Rows>
+[[gnu::always_inline]] inline void ScoreRows(const float* q, int d, const float* k_t, int64_t keys,
+                                             float* scores) {
+  for (int64_t c0 = 0; c0 < keys; c0 += kBlock) ScoreBlock<Rows>(q, d, k_t + c0, scores + c0);
+}
+
+template <int Rows>
+[[gnu::always_inline]] inline void AccumulateRows(const float* p, int64_t keys, const float* v,
+                                                  int64_t v_stride, const float* correction,
+                                                  float* acc) {
+  for (int64_t j0 = 0; j0 < v_stride; j0 += kBlock) {
+    AccumulateBlock<Rows>(p, keys, v + j0, v_stride, correction, acc + j0);
+  }
+}
+
+// Both run over the rows in register tiles of kBlockRows, then the remainder.
+// (Plain calls, no lambdas: a lambda would be compiled for the baseline
+// target inside the AVX2 variants below.)
+[[gnu::always_inline]] inline void ScoresImpl(const float* q, int d, const float* k_t, int64_t rows,
+                                              int64_t keys, float* scores) {
+  const int64_t padded = PaddedToBlock(keys);
+  int64_t r = 0;
+  for (; r + kBlockRows <= rows; r += kBlockRows) {
+    ScoreRows<kBlockRows>(q + r * d, d, k_t, padded, scores + r * kFlashTileKeys);
+  }
+  q += r * d, scores += r * kFlashTileKeys;
+  switch (rows - r) {
+    case 1:
+      ScoreRows<1>(q, d, k_t, padded, scores);
+      break;
+    case 2:
+      ScoreRows<2>(q, d, k_t, padded, scores);
+      break;
+    case 3:
+      ScoreRows<3>(q, d, k_t, padded, scores);
+      break;
+    default:
+      break;
+  }
+}
+
+[[gnu::always_inline]] inline void AccumulateImpl(const float* p, int64_t rows, int64_t keys,
+                                                  const float* v, int64_t v_stride,
+                                                  const float* correction, float* acc) {
+  int64_t r = 0;
+  for (; r + kBlockRows <= rows; r += kBlockRows) {
+    AccumulateRows<kBlockRows>(p + r * kFlashTileKeys, keys, v, v_stride, correction + r,
+                               acc + r * v_stride);
+  }
+  p += r * kFlashTileKeys, correction += r, acc += r * v_stride;
+  switch (rows - r) {
+    case 1:
+      AccumulateRows<1>(p, keys, v, v_stride, correction, acc);
+      break;
+    case 2:
+      AccumulateRows<2>(p, keys, v, v_stride, correction, acc);
+      break;
+    case 3:
+      AccumulateRows<3>(p, keys, v, v_stride, correction, acc);
+      break;
+    default:
+      break;
+  }
+}
+
+void ScoresBaseline(const float* q, int d, const float* k_t, int64_t rows, int64_t keys,
+                    float* scores) {
+  ScoresImpl(q, d, k_t, rows, keys, scores);
+}
+void AccumulateBaseline(const float* p, int64_t rows, int64_t keys, const float* v,
+                        int64_t v_stride, const float* correction, float* acc) {
+  AccumulateImpl(p, rows, keys, v, v_stride, correction, acc);
+}
+
+#if defined(__x86_64__)
+[[gnu::target("avx2,fma")]] void ScoresAvx2(const float* q, int d, const float* k_t, int64_t rows,
+                                            int64_t keys, float* scores) {
+  ScoresImpl(q, d, k_t, rows, keys, scores);
+}
+[[gnu::target("avx2,fma")]] void AccumulateAvx2(const float* p, int64_t rows, int64_t keys,
+                                                const float* v, int64_t v_stride,
+                                                const float* correction, float* acc) {
+  AccumulateImpl(p, rows, keys, v, v_stride, correction, acc);
+}
+#endif
+
+// AVX2 with fused multiply-adds where the CPU has them (as a GPU's float32
+// units fuse), the baseline's separate rounding otherwise: the last bits of
+// an output may differ between the two machines, never its bound.
+TileProducts PickTileProducts() {
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+    return {&ScoresAvx2, &AccumulateAvx2};
+  }
+#endif
+  return {&ScoresBaseline, &AccumulateBaseline};
+}
 
 // The strides a launch reads with: the given ones, or dense ones for the
 // kIgnoresStrides mutant.
@@ -83,7 +262,8 @@ double TowardZero(double value, DType dtype) {
 }
 
 template <typename In, typename Out>
-void RunTile(const VarlenAttentionParams& p, const WorkItem& w, FlashBug bug, Scratch& s) {
+void RunTile(const VarlenAttentionParams& p, const WorkItem& w, FlashBug bug,
+             const TileProducts& products, Scratch& s) {
   const SequenceView view = SequenceAt(p, w.sequence);
   const Strides st = StridesFor(p, bug);
   int64_t rows = std::min<int64_t>(kFlashTileRows, view.rows - w.first_row);
@@ -91,6 +271,7 @@ void RunTile(const VarlenAttentionParams& p, const WorkItem& w, FlashBug bug, Sc
   const int kv_head =
       bug == FlashBug::kGqaHeadModulo ? w.head % p.num_heads_kv : KvHeadFor(p, w.head);
   const int d = p.head_dim_qk, dv = p.head_dim_v;
+  const int64_t vs = s.v_stride;
   float scale = static_cast<float>(p.softmax_scale);
   if (bug == FlashBug::kScaleFromValueHeadDim) scale = 1.0f / std::sqrt(static_cast<float>(dv));
   if (bug == FlashBug::kScaleInInputDType) scale = RoundFloatTo<In>(scale);
@@ -104,7 +285,7 @@ void RunTile(const VarlenAttentionParams& p, const WorkItem& w, FlashBug bug, Sc
   }
   std::fill_n(s.row_max.begin(), std::max<int64_t>(rows, 0), kNegativeInfinity);
   std::fill_n(s.row_sum.begin(), std::max<int64_t>(rows, 0), 0.0f);
-  std::fill_n(s.acc.begin(), std::max<int64_t>(rows, 0) * dv, 0.0f);
+  std::fill_n(s.acc.begin(), std::max<int64_t>(rows, 0) * vs, 0.0f);
 
   int64_t k_offset = view.k_offset, v_offset = view.v_offset, sequence_keys = view.keys;
   if (bug == FlashBug::kStaleKeyOffsets) {
@@ -127,15 +308,15 @@ void RunTile(const VarlenAttentionParams& p, const WorkItem& w, FlashBug bug, Sc
   const auto merge_split = [&] {
     for (int64_t r = 0; r < rows; ++r) {
       s.merged_sum[r] += s.row_sum[r];
-      for (int j = 0; j < dv; ++j) s.merged_acc[r * dv + j] += s.acc[r * dv + j];
+      for (int j = 0; j < dv; ++j) s.merged_acc[r * vs + j] += s.acc[r * vs + j];
       s.row_max[r] = kNegativeInfinity;
       s.row_sum[r] = 0.0f;
-      std::fill_n(&s.acc[r * dv], dv, 0.0f);
+      std::fill_n(&s.acc[r * vs], dv, 0.0f);
     }
   };
   if (split_kv) {
     std::fill_n(s.merged_sum.begin(), std::max<int64_t>(rows, 0), 0.0f);
-    std::fill_n(s.merged_acc.begin(), std::max<int64_t>(rows, 0) * dv, 0.0f);
+    std::fill_n(s.merged_acc.begin(), std::max<int64_t>(rows, 0) * vs, 0.0f);
   }
 
   for (int64_t first_key = 0; first_key < sequence_keys; first_key += kFlashTileKeys) {
@@ -146,18 +327,10 @@ void RunTile(const VarlenAttentionParams& p, const WorkItem& w, FlashBug bug, Sc
       const int64_t k_row = k_base + (first_key + c) * st.k_token;
       const int64_t v_row = v_base + (first_key + c) * st.v_token;
       for (int i = 0; i < d; ++i) s.k_t[i * kFlashTileKeys + c] = LoadAsFloat<In>(p.k, k_row + i);
-      for (int j = 0; j < dv; ++j) s.v[c * dv + j] = LoadAsFloat<In>(p.v, v_row + j);
+      for (int j = 0; j < dv; ++j) s.v[c * vs + j] = LoadAsFloat<In>(p.v, v_row + j);
     }
     // S = Q K^T, accumulated in float32.
-    for (int64_t r = 0; r < rows; ++r) {
-      float* score = &s.scores[r * kFlashTileKeys];
-      std::fill_n(score, keys, 0.0f);
-      for (int i = 0; i < d; ++i) {
-        const float q = s.q[r * d + i];
-        const float* k = &s.k_t[i * kFlashTileKeys];
-        for (int64_t c = 0; c < keys; ++c) score[c] += q * k[c];
-      }
-    }
+    if (rows > 0) products.scores(s.q.data(), d, s.k_t.data(), rows, keys, s.scores.data());
     // Online softmax: rescale what was accumulated when the maximum grows.
     for (int64_t r = 0; r < rows; ++r) {
       float* score = &s.scores[r * kFlashTileKeys];
@@ -176,25 +349,30 @@ void RunTile(const VarlenAttentionParams& p, const WorkItem& w, FlashBug bug, Sc
       // Both -inf only if every logit so far is -inf: nothing to rescale.
       const float correction = new_max == kNegativeInfinity ? 1.0f : exp(s.row_max[r] - new_max);
       float sum = 0.0f;
-      float* acc = &s.acc[r * dv];
-      if (bug != FlashBug::kNoAccumulatorRescale) {
-        for (int j = 0; j < dv; ++j) acc[j] *= correction;
-      }
       for (int64_t c = 0; c < keys; ++c) {
         const float probability = exp(score[c] - new_max);
         sum += probability;
-        const float rounded = RoundFloatTo<In>(probability);  // P in the input dtype before P V
-        const float* v = &s.v[c * dv];
-        if (bug == FlashBug::kAccumulatesInHalf) {
-          for (int j = 0; j < dv; ++j)
-            acc[j] = RoundFloatTo<kernels::Float16>(acc[j] + rounded * v[j]);
-        } else {
-          for (int j = 0; j < dv; ++j) acc[j] += rounded * v[j];
-        }
+        score[c] = RoundFloatTo<In>(probability);  // P in the input dtype before P V
       }
+      s.correction[r] = bug == FlashBug::kNoAccumulatorRescale ? 1.0f : correction;
       s.row_sum[r] =
           (bug == FlashBug::kNoRowSumRescale ? s.row_sum[r] : s.row_sum[r] * correction) + sum;
       s.row_max[r] = new_max;
+    }
+    // O += P V, accumulated in float32 (or, for the mutant, in float16).
+    if (bug == FlashBug::kAccumulatesInHalf) {
+      for (int64_t r = 0; r < rows; ++r) {
+        float* acc = &s.acc[r * vs];
+        for (int j = 0; j < dv; ++j) acc[j] *= s.correction[r];
+        for (int64_t c = 0; c < keys; ++c) {
+          const float probability = s.scores[r * kFlashTileKeys + c];
+          for (int j = 0; j < dv; ++j)
+            acc[j] = RoundFloatTo<kernels::Float16>(acc[j] + probability * s.v[c * vs + j]);
+        }
+      }
+    } else if (rows > 0) {
+      products.accumulate(s.scores.data(), rows, keys, s.v.data(), vs, s.correction.data(),
+                          s.acc.data());
     }
     if (bug == FlashBug::kFirstKeyTileOnly) break;
   }
@@ -208,7 +386,7 @@ void RunTile(const VarlenAttentionParams& p, const WorkItem& w, FlashBug bug, Sc
   const int written = bug == FlashBug::kAssumesValueHeadDimEqualsQk ? std::min(d, dv) : dv;
   for (int64_t r = 0; r < rows; ++r) {
     for (int j = 0; j < written; ++j) {
-      double value = view.keys == 0 ? 0.0 : s.acc[r * dv + j] / s.row_sum[r];
+      double value = view.keys == 0 ? 0.0 : s.acc[r * vs + j] / s.row_sum[r];
       if (bug == FlashBug::kRoundsOutputTowardZero) value = TowardZero(value, p.output_dtype);
       if (bug == FlashBug::kNanToZero && std::isnan(value)) value = 0.0;
       StoreFromDouble<Out>(p.o, o_base + r * p.o_token_stride + j, value);
@@ -220,20 +398,24 @@ template <typename In, typename Out>
 void RunAll(const VarlenAttentionParams& p, const std::vector<WorkItem>& items, int threads,
             FlashBug bug) {
   std::atomic<size_t> next{0};
+  const TileProducts products = PickTileProducts();
   auto worker = [&] {
     Scratch s;
+    s.v_stride = PaddedToBlock(p.head_dim_v);
     s.q.resize(static_cast<size_t>(kFlashTileRows) * p.head_dim_qk);
     s.k_t.resize(static_cast<size_t>(p.head_dim_qk) * kFlashTileKeys);
-    s.v.resize(static_cast<size_t>(kFlashTileKeys) * p.head_dim_v);
+    s.v.resize(static_cast<size_t>(kFlashTileKeys) * s.v_stride);
     s.scores.resize(static_cast<size_t>(kFlashTileRows) * kFlashTileKeys);
     s.row_max.resize(kFlashTileRows);
     s.row_sum.resize(kFlashTileRows);
-    s.acc.resize(static_cast<size_t>(kFlashTileRows) * p.head_dim_v);
+    s.correction.resize(kFlashTileRows);
+    s.acc.resize(static_cast<size_t>(kFlashTileRows) * s.v_stride);
     if (bug == FlashBug::kSplitKvMergeWithoutRescale) {
       s.merged_sum.resize(s.row_sum.size());
       s.merged_acc.resize(s.acc.size());
     }
-    for (size_t i = next++; i < items.size(); i = next++) RunTile<In, Out>(p, items[i], bug, s);
+    for (size_t i = next++; i < items.size(); i = next++)
+      RunTile<In, Out>(p, items[i], bug, products, s);
   };
   std::vector<std::thread> pool;
   for (int t = 1; t < threads; ++t) pool.emplace_back(worker);

@@ -5,9 +5,10 @@
 // the keys and values in tiles, keeps a running row maximum and row sum
 // (online softmax) in float32, rescales the partial output whenever the
 // maximum grows, and rounds the probabilities to the input dtype before they
-// multiply v (as tensor-core kernels must). Products are accumulated in
-// float32. It honours every stride of VarlenAttentionParams and spreads the
-// work items over threads.
+// multiply v (as tensor-core kernels must). Both products run in float32
+// register tiles (4 rows x 16 columns), in AVX2 with fused multiply-adds where
+// the CPU has them, as a GPU's float32 units fuse. It honours every stride of
+// VarlenAttentionParams and spreads the work items over threads.
 //
 // It is the second CPU backend: CPU-only CI tests it differentially against
 // the oracle, and its mutants measure the power of the conformance suite.
