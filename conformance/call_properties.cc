@@ -78,7 +78,7 @@ std::vector<CallForm> WellFormedForms(const Case& c) {
       add("max_seqlen None", false, entry,
           [&](CallSpec* call) { SetKwarg(call, "max_seqlen", ArgLiteral::None()); });
     }
-    if (profile == Profile::kFa3) {  // triton_attn passes cu_seqlens on as given
+    if (profile != Profile::kTritonAttn) {  // triton_attn passes cu_seqlens on as given
       add("cu_seqlens int64", false, entry, [&](CallSpec* call) {
         call->cu_seqlens = ArgLiteral::IntTensor(offsets, DType::kInt64, Device::kCuda);
       });
@@ -166,13 +166,23 @@ std::string CheckGraphSafety(const Backend& backend, const Case& generated, Prop
   Case c = generated;
   c.call.layout = QLayout::kPacked;
   const Profile profile = c.call.profile;
-  if (profile == Profile::kSdpa) return "";  // its mask is built on the host by design
+  // sdpa builds its mask on the host, ascend_attn its list of ends, by
+  // design; amx_attn runs on the CPU.
+  if (profile == Profile::kSdpa || profile == Profile::kAscendAttn ||
+      profile == Profile::kAmxAttn) {
+    return "";
+  }
   SetCorrectCall(&c, profile, /*prepared=*/true, c.call.entry);
   // SGLang's flashinfer_cudnn path reads a device bool for its bounds check
-  // even with prepared metadata (contract: host syncs); hardened mode must not.
+  // even with prepared metadata (contract: host syncs), and xpu_attn ignores
+  // the metadata since 0.5.18 and derives max_seqlen from cu_seqlens on the
+  // host; hardened mode must not.
   std::vector<Mode> modes = {Mode::kHardened};
   if (backend.call_level()) modes.clear();  // an engine's own code has faithful mode's only
-  if (profile != Profile::kFlashinferCudnn) modes.push_back(Mode::kFaithful);
+  const bool sglang_syncs = profile == Profile::kFlashinferCudnn ||
+                            (profile == Profile::kXpuAttn &&
+                             !BehaviorOf(c.sglang_version()).xpu_reads_metadata);
+  if (!sglang_syncs) modes.push_back(Mode::kFaithful);
   std::shared_ptr<const Reference> reference;
   for (const Mode mode : modes) {
     c.mode = mode;
@@ -234,7 +244,7 @@ std::string CheckNoSilentCorruption(const Backend& backend, const Case& generate
     };
   };
   const bool has_prepared = profile != Profile::kSdpa;
-  const bool has_kwargs = profile == Profile::kFa3 || profile == Profile::kTritonAttn;
+  const bool has_kwargs = profile != Profile::kSdpa && profile != Profile::kFlashinferCudnn;
   if (offsets.size() > 2) {
     std::vector<int64_t> swapped = offsets;
     const size_t i = *rc::gen::inRange<size_t>(1, swapped.size() - 1);

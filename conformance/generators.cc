@@ -107,7 +107,7 @@ namespace {
 // The calling conventions a forward case may use on `caps`.
 std::vector<Profile> ForwardProfiles(const BackendCapabilities& caps) {
   if (!caps.profiles.empty()) return caps.profiles;
-  return {Profile::kFa3, Profile::kTritonAttn, Profile::kFlashinferCudnn, Profile::kSdpa};
+  return {AllProfiles().begin(), AllProfiles().end()};
 }
 
 }  // namespace
@@ -159,8 +159,8 @@ rc::Gen<Case> GenCase(const GeometryLimits& limits) {
                           Distribution::kSparseSmallIntegers, Distribution::kLargeLogits);
     const std::vector<int64_t> offsets = OffsetsOf(c.geometry.seq_lens);
     CallSpec& call = c.call;
-    call.profile = *rc::gen::element(Profile::kFlashinferCudnn, Profile::kFa3, Profile::kTritonAttn,
-                                     Profile::kSdpa);
+    call.profile = *rc::gen::elementOf(
+        std::vector<Profile>(AllProfiles().begin(), AllProfiles().end()));
     const int64_t tokens = c.geometry.total_tokens();
     call.entry = tokens > 0 && *rc::gen::arbitrary<bool>() ? Entry::kLayer : Entry::kDirect;
     call.graph_mode = *rc::gen::inRange(0, 5) == 0;

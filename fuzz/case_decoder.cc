@@ -106,8 +106,8 @@ class Decoder {
 
   CallSpec DecodeCall() {
     CallSpec call;
-    call.profile =
-        PickOne({Profile::kFa3, Profile::kTritonAttn, Profile::kFlashinferCudnn, Profile::kSdpa});
+    const absl::Span<const Profile> profiles = AllProfiles();
+    call.profile = profiles[in_.ConsumeIntegralInRange<size_t>(0, profiles.size() - 1)];
     call.entry = in_.ConsumeBool() ? Entry::kLayer : Entry::kDirect;
     call.graph_mode = in_.ConsumeIntegralInRange<int>(0, 3) == 0;
     call.layout =

@@ -64,12 +64,18 @@ Conveyed ConveyedBy(const varlen::Resolution& r) {
       [&](const auto& args) {
         using Args = std::decay_t<decltype(args)>;
         conveyed.scale = args.scale;
-        if constexpr (std::is_same_v<Args, varlen::Fa3Args> ||
+        if constexpr (std::is_same_v<Args, varlen::FlashVarlenArgs> ||
                       std::is_same_v<Args, varlen::TritonArgs>) {
           from_offsets(args.cu_seqlens);
         } else if constexpr (std::is_same_v<Args, varlen::FlashinferCudnnArgs>) {
           for (int64_t i = 0; i < args.actual_seq_lens.numel(); ++i) {
             lengths.push_back(args.actual_seq_lens.IntAt(i));
+          }
+        } else if constexpr (std::is_same_v<Args, varlen::AscendArgs>) {
+          int64_t previous = 0;
+          for (const int64_t end : args.actual_seq_lengths) {
+            lengths.push_back(end - previous);
+            previous = end;
           }
         } else if (args.mask == varlen::SdpaArgs::Mask::kNone) {
           lengths.assign(static_cast<size_t>(args.bsz), args.tokens_per_item);
@@ -101,8 +107,11 @@ void CheckHostSyncs(const varlen::Case& c, const varlen::Case& faithful_case,
   const bool builder_metadata =
       c.call.forward_metadata.has_value() &&
       c.call.forward_metadata->builder == varlen::MetadataSpec::Builder::kPlain;
-  const bool token_profile =
-      c.call.profile == varlen::Profile::kFa3 || c.call.profile == varlen::Profile::kTritonAttn;
+  // aiter_attn and ascend_attn read the host on every call; amx_attn and
+  // xpu_attn (0.5.23) ignore metadata.
+  const varlen::Profile p = c.call.profile;
+  const bool token_profile = p == varlen::Profile::kFa3 || p == varlen::Profile::kTritonAttn ||
+                             p == varlen::Profile::kFa4;
   if (builder_metadata && token_profile && faithful.resolution.has_value() &&
       faithful.resolution->status.ok() && faithful.resolution->counts().host_syncs != 0) {
     varlen::ReportViolation("host-sync-with-builder-metadata",

@@ -55,10 +55,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // The decoded profile when the backend consumes it and it can carry
     // the geometry, else the first that does.
     std::vector<varlen::Profile> profiles = backend->capabilities().profiles;
-    if (profiles.empty()) {
-      profiles = {varlen::Profile::kFa3, varlen::Profile::kTritonAttn,
-                  varlen::Profile::kFlashinferCudnn, varlen::Profile::kSdpa};
-    }
+    if (profiles.empty()) profiles.assign(varlen::AllProfiles().begin(), varlen::AllProfiles().end());
     std::erase_if(profiles,
                   [&](varlen::Profile p) { return !varlen::ProfileCanCarry(p, wild.geometry); });
     if (profiles.empty()) continue;

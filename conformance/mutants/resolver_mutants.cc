@@ -106,13 +106,13 @@ class ResolverMutantBackend final : public Backend {
     }
     Resolution r = Resolve(call, profile, mode);
     if (!r.status.ok()) return r;
-    if (auto* fa3 = std::get_if<Fa3Args>(&r.args->args)) MutateFa3(call, fa3, &r);
+    if (auto* fa3 = std::get_if<FlashVarlenArgs>(&r.args->args)) MutateFa3(call, fa3, &r);
     if (auto* cudnn = std::get_if<FlashinferCudnnArgs>(&r.args->args)) MutateCudnn(cudnn);
     return r;
   }
 
  private:
-  void MutateFa3(const AttentionCall& call, Fa3Args* args, Resolution* r) const {
+  void MutateFa3(const AttentionCall& call, FlashVarlenArgs* args, Resolution* r) const {
     const Tensor& cu = args->cu_seqlens.as_tensor();
     switch (info_.bug) {
       case ResolverBug::kMaxFromFirstSequence:

@@ -29,7 +29,8 @@ BackendCapabilities KernelCapabilities() {
           .grouped_query_attention = true,
           .distinct_value_head_dim = true,
           .strided_inputs = true,
-          .profiles = {Profile::kFa3, Profile::kTritonAttn},
+          .profiles = {Profile::kFa3, Profile::kTritonAttn, Profile::kFa4, Profile::kAiterAttn,
+                       Profile::kAscendAttn, Profile::kAmxAttn, Profile::kXpuAttn},
           .max_sequences = kSm90Limits.max_grid_z,
           .device = "cuda"};
 }

@@ -284,8 +284,10 @@ absl::StatusOr<Tensor> CuSeqlensArgument(const Value& cu, absl::string_view func
   return cu.as_tensor();
 }
 
-absl::StatusOr<KernelCall> BindFa3(const ResolvedArgs& call, const Fa3Args& args) {
-  constexpr absl::string_view kFunction = "flash_attn_varlen_func";
+// The entry checks are FlashAttention's (fa3); the other kernels of the
+// family are modelled with the same checks.
+absl::StatusOr<KernelCall> BindFlashVarlen(const ResolvedArgs& call, const FlashVarlenArgs& args) {
+  const absl::string_view kFunction = args.kernel;
   if (call.q.dim() != 3) {
     return PythonError(PyErrorKind::kRuntimeError,
                        "q must have shape (total_q, num_heads, head_dim)");
@@ -365,6 +367,26 @@ absl::StatusOr<KernelCall> BindTriton(const ResolvedArgs& call, const TritonArgs
                    " -> rows covered per sequence ", GridRows(max_seqlen, kTritonBlockRows)));
 }
 
+absl::StatusOr<KernelCall> BindAscend(const ResolvedArgs& call, const AscendArgs& args) {
+  KernelCallBuilder builder(call.q, call.k, call.v, args.scale, call.q.dtype());
+  if (args.output_from_workspace) builder.SetOutput(args.output_ws.as_tensor());
+  int64_t previous = 0;
+  for (size_t b = 0; b < args.actual_seq_lengths.size(); ++b) {
+    const int64_t end = args.actual_seq_lengths[b];
+    const int64_t length = end - previous;
+    previous = end;
+    if (length < 0) {
+      return absl::UnimplementedError(
+          absl::StrCat("npu_fused_infer_attention_score: actual_seq_lengths decreases at index ", b,
+                       " (", end, " after ", end - length, "): the NPU's error is not modelled"));
+    }
+    builder.AddTokenSequence(args.row_starts[b], length);
+  }
+  return builder.Finish(absl::StrCat("npu_fused_infer_attention_score (TND): ",
+                                     args.actual_seq_lengths.size(), " sequences",
+                                     args.padded ? ", padding rows left unwritten" : ""));
+}
+
 // The keys [begin, end) one mask row attends to, within its batch item.
 using KeyRange = std::pair<int64_t, int64_t>;
 
@@ -442,8 +464,9 @@ absl::StatusOr<KernelCall> BindForKernel(const ResolvedArgs& resolved) {
   if (const auto* a = std::get_if<FlashinferCudnnArgs>(&resolved.args)) {
     return BindFlashinferCudnn(resolved, *a);
   }
-  if (const auto* a = std::get_if<Fa3Args>(&resolved.args)) return BindFa3(resolved, *a);
+  if (const auto* a = std::get_if<FlashVarlenArgs>(&resolved.args)) return BindFlashVarlen(resolved, *a);
   if (const auto* a = std::get_if<TritonArgs>(&resolved.args)) return BindTriton(resolved, *a);
+  if (const auto* a = std::get_if<AscendArgs>(&resolved.args)) return BindAscend(resolved, *a);
   return BindSdpa(resolved, std::get<SdpaArgs>(resolved.args));
 }
 

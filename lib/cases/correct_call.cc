@@ -16,7 +16,14 @@ bool ProfileCanCarry(Profile profile, const Geometry& g) {
       return g.head_dim_v == g.head_dim && g.num_heads == g.num_kv_heads;
     case Profile::kSdpa:
       return g.head_dim_v == g.head_dim && (g.num_kv_heads == 1 || g.num_kv_heads == g.num_heads);
+    case Profile::kAscendAttn:
+      return g.head_dim_v == g.head_dim;
+    case Profile::kAmxAttn:
+      return !g.softmax_scale.has_value();  // SGLang passes its kernel no scale
     case Profile::kFa3:
+    case Profile::kFa4:
+    case Profile::kAiterAttn:
+    case Profile::kXpuAttn:
     case Profile::kTritonAttn:
       return true;
   }
@@ -24,8 +31,8 @@ bool ProfileCanCarry(Profile profile, const Geometry& g) {
 }
 
 bool ProfileTakesFusedQkv(Profile profile, const Geometry& g) {
-  return (profile == Profile::kFa3 || profile == Profile::kTritonAttn) &&
-         g.head_dim_v == g.head_dim;
+  return profile != Profile::kFlashinferCudnn && profile != Profile::kSdpa &&
+         profile != Profile::kAscendAttn && g.head_dim_v == g.head_dim;
 }
 
 void SetCorrectCall(Case* c, Profile profile, bool prepared, Entry entry) {
@@ -51,6 +58,11 @@ void SetCorrectCall(Case* c, Profile profile, bool prepared, Entry entry) {
     m.builder = MetadataSpec::Builder::kPlain;
     m.cu_seqlens = cu;
     call.forward_metadata = m;
+    // amx_attn never reads metadata, xpu_attn not since 0.5.18: both get the
+    // same offsets as cu_seqlens too.
+    if (profile == Profile::kAmxAttn || profile == Profile::kXpuAttn) call.cu_seqlens = cu;
+  } else if (profile == Profile::kAscendAttn) {
+    call.cu_seqlens = cu;  // the NPU kernel takes no max_seqlen
   } else {
     call.cu_seqlens = cu;
     call.kwargs.emplace_back("max_seqlen", ArgLiteral::Int(longest));

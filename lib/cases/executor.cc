@@ -328,6 +328,16 @@ Outcome CaseRunner::Run(const Backend& backend) {
   return outcome;
 }
 
+absl::StatusOr<AttentionCall> CallOfCase(const Case& c, const QkvTensors& qkv) {
+  AttentionCall call = MaterializeCall(c, qkv);
+  if (c.call.forward_metadata.has_value()) {
+    VARLEN_ASSIGN_OR_RETURN(call.forward_metadata,
+                            BuildMetadata(*c.call.forward_metadata, c.mode, qkv.q,
+                                          c.call.cu_seqlens, call.cu_seqlens));
+  }
+  return call;
+}
+
 void CaseRunner::Execute(const Backend& backend, Outcome* outcome) {
   auto raised = [outcome](absl::Status error, const char* stage) {
     outcome->error = std::move(error);
@@ -357,6 +367,10 @@ void CaseRunner::Execute(const Backend& backend, Outcome* outcome) {
   if (backend.call_level()) return ExecuteWholeCall(backend, std::move(call), outcome);
 
   outcome->resolution = backend.ResolveCall(call, case_.call.profile, case_.mode);
+  // A path the model does not reproduce is not a verdict on the backend.
+  if (absl::IsUnimplemented(outcome->resolution->status)) {
+    return unsupported(outcome->resolution->status);
+  }
   if (!outcome->resolution->status.ok()) return raised(outcome->resolution->status, "resolution");
   if (!forward_) {
     outcome->resolution_only_reason =
@@ -439,7 +453,9 @@ void CaseRunner::ExecuteWholeCall(const Backend& backend, AttentionCall call, Ou
   outcome->resolution = Resolve(call, profile, Mode::kFaithful);
   std::optional<absl::Status> predicted_error;
   bool predicted_match = false;
-  if (!outcome->resolution->status.ok()) {
+  if (absl::IsUnimplemented(outcome->resolution->status)) {
+    return unsupported(outcome->resolution->status);
+  } else if (!outcome->resolution->status.ok()) {
     predicted_error = outcome->resolution->status;
   } else if (absl::StatusOr<KernelCall> kernel = BindForKernel(*outcome->resolution->args);
              !kernel.ok()) {

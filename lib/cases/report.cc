@@ -151,8 +151,9 @@ ojson ProfileArgsToJson(const ResolvedArgs& resolved) {
             {"scale", a->scale},
             {"output_4d", a->output_4d}};
   }
-  if (const auto* a = std::get_if<Fa3Args>(&resolved.args)) {
-    return {{"profile", "fa3"},
+  if (const auto* a = std::get_if<FlashVarlenArgs>(&resolved.args)) {
+    return {{"profile", std::string(ProfileName(resolved.profile))},
+            {"kernel", std::string(a->kernel)},
             {"cu_seqlens", ValueToJson(a->cu_seqlens)},
             {"max_seqlen", ValueToJson(a->max_seqlen)},
             {"scale", a->scale}};
@@ -162,6 +163,14 @@ ojson ProfileArgsToJson(const ResolvedArgs& resolved) {
             {"cu_seqlens", ValueToJson(a->cu_seqlens)},
             {"seq_lens", ValueToJson(a->seq_lens)},
             {"max_seqlen", ValueToJson(a->max_seqlen)},
+            {"output_from_workspace", a->output_from_workspace},
+            {"scale", a->scale}};
+  }
+  if (const auto* a = std::get_if<AscendArgs>(&resolved.args)) {
+    return {{"profile", "ascend_attn"},
+            {"actual_seq_lengths", a->actual_seq_lengths},
+            {"row_starts", a->row_starts},
+            {"padded", a->padded},
             {"output_from_workspace", a->output_from_workspace},
             {"scale", a->scale}};
   }

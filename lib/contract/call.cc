@@ -31,11 +31,16 @@ absl::string_view NameOf(const std::array<std::pair<Enum, absl::string_view>, N>
   return "?";
 }
 
-constexpr std::array<std::pair<Profile, absl::string_view>, 4> kProfiles = {{
+constexpr std::array<std::pair<Profile, absl::string_view>, 9> kProfiles = {{
     {Profile::kFlashinferCudnn, "flashinfer_cudnn"},
     {Profile::kFa3, "fa3"},
     {Profile::kTritonAttn, "triton_attn"},
     {Profile::kSdpa, "sdpa"},
+    {Profile::kFa4, "fa4"},
+    {Profile::kAiterAttn, "aiter_attn"},
+    {Profile::kAscendAttn, "ascend_attn"},
+    {Profile::kAmxAttn, "amx_attn"},
+    {Profile::kXpuAttn, "xpu_attn"},
 }};
 constexpr std::array<std::pair<Mode, absl::string_view>, 2> kModes = {{
     {Mode::kFaithful, "faithful"},
@@ -47,6 +52,15 @@ constexpr std::array<std::pair<Entry, absl::string_view>, 2> kEntries = {{
 }};
 
 }  // namespace
+
+absl::Span<const Profile> AllProfiles() {
+  static const auto* const all = [] {
+    auto* profiles = new std::vector<Profile>;
+    for (const auto& [profile, name] : kProfiles) profiles->push_back(profile);
+    return profiles;
+  }();
+  return *all;
+}
 
 absl::string_view ProfileName(Profile profile) { return NameOf(kProfiles, profile); }
 absl::StatusOr<Profile> ParseProfile(absl::string_view name) {

@@ -1,6 +1,7 @@
 #include "varlen/contract/platform.h"
 
 #include "absl/strings/str_cat.h"
+#include "resolve_internal.h"
 #include "varlen/core/status.h"
 
 namespace varlen {
@@ -86,21 +87,10 @@ absl::StatusOr<std::vector<int64_t>> AscendActualSeqLengths(const Tensor& cu_seq
                                                             SglangVersion version) {
   std::vector<int64_t> cu = cu_seqlens.ToHostInts("cu_seqlens.to(\"cpu\")");
   std::vector<int64_t> ends;
-  for (size_t i = 1; i < cu.size(); ++i) {
-    ends.push_back(WrapInt32(cu[i]));  // .to(torch.int32)
-  }
-  const int64_t last = ends.empty() ? 0 : ends.back();
-  const bool unpads = BehaviorOf(version).ascend_unpads_padded_items;
-  if (last == total_tokens || (unpads && last < total_tokens)) return ends;
-  if (unpads && ends.size() > 1) {
-    return absl::UnimplementedError(
-        absl::StrCat("the last cumulative end ", last, " exceeds the ", total_tokens,
-                     " rows: the padding gather indexes past q (not modelled)"));
-  }
-  return PythonError(
-      PyErrorKind::kRuntimeError,
-      absl::StrCat("queryT(", total_tokens,
-                   ") must be equal to the last element of actualSequenceLengthQ(", last, ")"));
+  for (size_t i = 1; i < cu.size(); ++i) ends.push_back(WrapInt32(cu[i]));  // .to(torch.int32)
+  VARLEN_ASSIGN_OR_RETURN(AscendArgs args, internal::AscendLaunch(std::move(ends), total_tokens,
+                                                                  BehaviorOf(version)));
+  return args.actual_seq_lengths;
 }
 
 }  // namespace varlen

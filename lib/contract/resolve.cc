@@ -41,7 +41,13 @@ absl::StatusOr<ResolvedArgs> Dispatch(const internal::ResolveContext& ctx, Profi
     case Profile::kFlashinferCudnn:
       return Wrap(internal::ResolveFlashinferCudnn(ctx));
     case Profile::kFa3:
-      return Wrap(internal::ResolveFa3(ctx));
+    case Profile::kFa4:
+    case Profile::kAiterAttn:
+    case Profile::kAmxAttn:
+    case Profile::kXpuAttn:
+      return Wrap(internal::ResolveFlashVarlen(ctx, profile));
+    case Profile::kAscendAttn:
+      return Wrap(internal::ResolveAscend(ctx));
     case Profile::kTritonAttn:
       return Wrap(internal::ResolveTriton(ctx));
     case Profile::kSdpa:
@@ -50,9 +56,11 @@ absl::StatusOr<ResolvedArgs> Dispatch(const internal::ResolveContext& ctx, Profi
   return absl::InternalError("unknown profile");
 }
 
-// STRIDED_QKV_BACKENDS among the modelled calling conventions.
+// STRIDED_QKV_BACKENDS: the backends that read q, k and v through explicit
+// strides.
 bool ReadsExplicitStrides(Profile profile) {
-  return profile == Profile::kFa3 || profile == Profile::kTritonAttn;
+  return profile == Profile::kFa3 || profile == Profile::kFa4 || profile == Profile::kTritonAttn ||
+         profile == Profile::kAmxAttn;
 }
 
 // The q, k and v VisionAttention hands the backend: [b*s, h, d]; contiguous
@@ -61,7 +69,10 @@ bool ReadsExplicitStrides(Profile profile) {
 AttentionCall AsLayerSeesIt(const AttentionCall& call, Profile profile,
                             const SglangBehavior& sglang, std::vector<std::string>* notes) {
   AttentionCall seen = call;
-  const bool pass_strided = sglang.layer_passes_strided_qkv && ReadsExplicitStrides(profile);
+  // Before STRIDED_QKV_BACKENDS, the layer skipped .contiguous() on CPU with
+  // AMX alone.
+  const bool pass_strided = sglang.layer_passes_strided_qkv ? ReadsExplicitStrides(profile)
+                                                            : profile == Profile::kAmxAttn;
   for (Tensor* t : {&seen.q, &seen.k, &seen.v}) {
     const bool rotated = call.rotary && t != &seen.v;
     if (!t->is_contiguous() && (rotated || !pass_strided)) {
@@ -90,10 +101,15 @@ double DefaultSoftmaxScale(Profile profile, int64_t head_dim) {
   switch (profile) {
     case Profile::kFlashinferCudnn:
     case Profile::kFa3:
+    case Profile::kAiterAttn:
+    case Profile::kAscendAttn:
+    case Profile::kXpuAttn:
       return std::pow(d, -0.5);
     case Profile::kTritonAttn:
       return 1.0 / std::pow(d, 0.5);
     case Profile::kSdpa:
+    case Profile::kFa4:
+    case Profile::kAmxAttn:
       return 1.0 / std::sqrt(d);
   }
   return 1.0 / std::sqrt(d);
@@ -122,6 +138,7 @@ Resolution Resolve(const AttentionCall& call, Profile profile, Mode mode) {
   absl::StatusOr<ResolvedArgs> args = Dispatch(ctx, profile);
   resolution.status = args.status();
   if (args.ok()) {
+    args->profile = profile;
     args->q = seen.q;
     args->k = seen.k;
     args->v = seen.v;

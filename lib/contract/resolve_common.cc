@@ -30,6 +30,16 @@ ScaleArgument ScaleArgumentOf(Profile profile) {
       return {"context_attention_fwd", "sm_scale"};
     case Profile::kSdpa:
       return {"scaled_dot_product_attention", "scale"};
+    case Profile::kFa4:
+      return {"flash_attn_varlen_func_fa4", "softmax_scale"};
+    case Profile::kAiterAttn:
+      return {"aiter.flash_attn_varlen_func", "softmax_scale"};
+    case Profile::kAscendAttn:
+      return {"npu_fused_infer_attention_score", "scale"};
+    case Profile::kAmxAttn:
+      return {"torch.ops.sgl_kernel.flash_attn_varlen_func", "softmax_scale"};
+    case Profile::kXpuAttn:
+      return {"sgl_kernel.flash_attn.flash_attn_varlen_func", "softmax_scale"};
   }
   return {"?", "?"};
 }
@@ -152,7 +162,17 @@ absl::StatusOr<CheckedCuSeqlens> CheckCuSeqlensForKernel(const ResolveContext& c
                      DeviceName(device), ")"));
   }
   CheckedCuSeqlens checked;
-  VARLEN_ASSIGN_OR_RETURN(checked.offsets, CheckTokenOffsets(cu, name, tokens));
+  const std::optional<VisionAttentionMetadata>& metadata = ctx.call.forward_metadata;
+  if (metadata.has_value() && metadata->stamp.has_value() &&
+      cu.SharesStorageWith(metadata->stamp->input) && cu.shape() == metadata->stamp->input.shape() &&
+      metadata->stamp->total_tokens == tokens) {
+    // The very tensor a hardened builder validated: its offsets are on the
+    // host already (no sync).
+    ctx.Note(absl::StrCat(name, ": the tensor the hardened metadata builder validated"));
+    checked.offsets = metadata->stamp->offsets;
+  } else {
+    VARLEN_ASSIGN_OR_RETURN(checked.offsets, CheckTokenOffsets(cu, name, tokens));
+  }
   checked.longest = LongestOfOffsets(checked.offsets, name);
   checked.cu = To(cu, device, DType::kInt32, absl::StrCat(name, ".to(q.device, torch.int32)"));
   return checked;
@@ -184,11 +204,12 @@ absl::StatusOr<CheckedCuSeqlens> CheckMetadataCuSeqlens(const ResolveContext& ct
   return checked;
 }
 
-absl::StatusOr<TokenSource> ResolveHardenedTokenSource(
-    const ResolveContext& ctx, int64_t tokens, const std::vector<std::string>& graph_layout) {
+absl::StatusOr<TokenSource> ResolveHardenedTokenSource(const ResolveContext& ctx, int64_t tokens,
+                                                       const TokenSourceRules& rules) {
   const AttentionCall& call = ctx.call;
+  const std::vector<std::string>& graph_layout = rules.list_layout;
   TokenSource source;
-  if (call.forward_metadata.has_value()) {
+  if (call.forward_metadata.has_value() && rules.reads_metadata) {
     source.kind = TokenSource::Kind::kMetadata;
     VARLEN_ASSIGN_OR_RETURN(source.checked,
                             CheckMetadataCuSeqlens(ctx, *call.forward_metadata, tokens));
@@ -203,7 +224,15 @@ absl::StatusOr<TokenSource> ResolveHardenedTokenSource(
     }
     return source;
   }
-  if (call.graph_mode) {
+  const bool reads_list = !graph_layout.empty() &&
+                          (rules.list_anytime ? call.cu_seqlens.kind() == Value::Kind::kList
+                                              : call.graph_mode);
+  // Metadata this backend does not read must describe the same sequences.
+  const unsigned unread_metadata =
+      call.forward_metadata.has_value() ? kMetadataCuSeqlens | kMetadataSeqLens |
+                                              kMetadataPackedIndptrs | kMetadataSequenceLengths
+                                        : 0u;
+  if (reads_list) {
     source.kind = TokenSource::Kind::kGraphList;
     const std::string layout = absl::StrCat("[", absl::StrJoin(graph_layout, ", "), "]");
     VARLEN_RETURN_IF_ERROR(CheckGraphModeList(call.cu_seqlens, layout));
@@ -219,7 +248,7 @@ absl::StatusOr<TokenSource> ResolveHardenedTokenSource(
                             CheckCuSeqlensForKernel(ctx, cu, "cu_seqlens[0]", tokens,
                                                     /*may_cast=*/false));
     source.name = "cu_seqlens[0]";
-    source.unused = kSequenceLengthsKwarg;
+    source.unused = kSequenceLengthsKwarg | unread_metadata;
     source.max_seqlen = list.back();
     source.max_name = absl::StrCat("cu_seqlens[", list.size() - 1, "]");
     if (source.max_seqlen.is_none() || source.max_seqlen.is_tensor()) {
@@ -236,7 +265,7 @@ absl::StatusOr<TokenSource> ResolveHardenedTokenSource(
   VARLEN_ASSIGN_OR_RETURN(
       source.checked, CheckCuSeqlensForKernel(ctx, cu, "cu_seqlens", tokens, /*may_cast=*/true));
   source.name = UniformOffsetsName(call);
-  source.unused = kSequenceLengthsKwarg;
+  source.unused = kSequenceLengthsKwarg | unread_metadata;
   source.max_seqlen = ctx.kwargs.get("max_seqlen");
   source.max_name = "max_seqlen";
   return source;

@@ -27,7 +27,9 @@ struct ResolveContext {
 };
 
 absl::StatusOr<FlashinferCudnnArgs> ResolveFlashinferCudnn(const ResolveContext& ctx);
-absl::StatusOr<Fa3Args> ResolveFa3(const ResolveContext& ctx);
+// fa3, fa4, aiter_attn, amx_attn and xpu_attn.
+absl::StatusOr<FlashVarlenArgs> ResolveFlashVarlen(const ResolveContext& ctx, Profile profile);
+absl::StatusOr<AscendArgs> ResolveAscend(const ResolveContext& ctx);
 absl::StatusOr<TritonArgs> ResolveTriton(const ResolveContext& ctx);
 absl::StatusOr<SdpaArgs> ResolveSdpa(const ResolveContext& ctx);
 
@@ -73,10 +75,16 @@ absl::StatusOr<CheckedCuSeqlens> CheckMetadataCuSeqlens(const ResolveContext& ct
                                                         const VisionAttentionMetadata& metadata,
                                                         int64_t tokens);
 
-// Hardened, for the token-offset conventions (fa3, triton_attn): where
-// cu_seqlens and max_seqlen come from (prepared metadata, a cuda-graph list
-// laid out as `graph_layout` with cu_seqlens first and max_seqlen last, or
-// the keyword arguments), with cu_seqlens validated against q's `tokens`.
+// Hardened, for the token-offset conventions (the flash_attn_varlen_func
+// family, triton_attn): where cu_seqlens and max_seqlen come from (prepared
+// metadata, a list laid out as `rules.list_layout` with cu_seqlens first and
+// max_seqlen last, or the keyword arguments), with cu_seqlens validated
+// against q's `tokens`.
+struct TokenSourceRules {
+  bool reads_metadata = true;            // else metadata is only checked to agree
+  std::vector<std::string> list_layout;  // empty: a list cu_seqlens is never read
+  bool list_anytime = false;             // a list is read outside graph mode too
+};
 struct TokenSource {
   enum class Kind { kMetadata, kGraphList, kKwargs };
   Kind kind = Kind::kKwargs;
@@ -86,8 +94,8 @@ struct TokenSource {
   Value max_seqlen;      // None only on the kwargs path (then derived)
   std::string max_name;  // how the caller spelled it, for messages
 };
-absl::StatusOr<TokenSource> ResolveHardenedTokenSource(
-    const ResolveContext& ctx, int64_t tokens, const std::vector<std::string>& graph_layout);
+absl::StatusOr<TokenSource> ResolveHardenedTokenSource(const ResolveContext& ctx, int64_t tokens,
+                                                       const TokenSourceRules& rules);
 
 // Hardened: an explicit max_seqlen checked against the longest sequence, or
 // the longest sequence itself when none is given.
@@ -137,6 +145,14 @@ absl::Status CheckUnusedBoundariesAgree(const ResolveContext& ctx,
 
 // Hardened: the graph-mode list check, naming the value and the layout.
 absl::Status CheckGraphModeList(const Value& cu_seqlens, absl::string_view layout);
+
+// VisionAscendAttention from `seq_len_arg.tolist()` on: `ends` is that list
+// and `rows` q's rows. 0.5.23 drops per-image padding (fewer real tokens than
+// rows); the fused kernel then requires the last end to equal the rows it is
+// given, else RuntimeError("queryT(T) must be equal to the last element of
+// actualSequenceLengthQ(end)").
+absl::StatusOr<AscendArgs> AscendLaunch(std::vector<int64_t> ends, int64_t rows,
+                                        const SglangBehavior& sglang);
 
 // Python's `lst[i]` on a graph-mode list.
 absl::StatusOr<Value> ListItem(const Value& list, size_t index);

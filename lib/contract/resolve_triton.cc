@@ -103,7 +103,7 @@ absl::StatusOr<TritonArgs> ResolveHardened(const ResolveContext& ctx) {
   }
   VARLEN_ASSIGN_OR_RETURN(
       TokenSource source,
-      ResolveHardenedTokenSource(ctx, tokens, {"cu_seqlens", "seq_lens", "max_seqlen"}));
+      ResolveHardenedTokenSource(ctx, tokens, {.list_layout = {"cu_seqlens", "seq_lens", "max_seqlen"}}));
   const std::vector<int64_t>& offsets = source.checked.offsets;
   // The kernel also reads seq_lens (checked against the offsets below); any
   // other description of the sequences must agree with them.

@@ -8,7 +8,9 @@ namespace {
 
 constexpr SglangVersion kVersions[] = {SglangVersion::k0026249, SglangVersion::k0_5_23};
 
-constexpr SglangBehavior kBehavior0026249 = {};
+constexpr SglangBehavior kBehavior0026249 = {
+    .xpu_reads_metadata = true,
+};
 
 constexpr SglangBehavior kBehavior0_5_23 = {
     .triton_moves_derived_seq_lens = true,
@@ -16,6 +18,7 @@ constexpr SglangBehavior kBehavior0_5_23 = {
     .sm103_defaults_to_fa4 = true,
     .xpu_defaults_to_xpu_attn = true,
     .ascend_unpads_padded_items = true,
+    .fa4_reads_list = true,
 };
 
 }  // namespace

@@ -56,14 +56,18 @@ Tensor Contiguous(const Tensor& t) {
 }
 
 Tensor Diff(const Tensor& t) {
-  const int64_t n = std::max<int64_t>(t.numel() - 1, 0);
-  Tensor out = Tensor::Zeros(t.dtype(), t.device(), {n});
-  for (int64_t i = 0; i < n; ++i) {
+  // t[1:] - t[:-1] along the first dimension: trailing dimensions are kept.
+  Shape shape = t.dim() == 0 ? Shape{0} : t.shape();
+  const int64_t rows = t.dim() == 0 ? 0 : shape[0];
+  const int64_t row = rows == 0 ? 0 : t.numel() / rows;
+  shape[0] = std::max<int64_t>(rows - 1, 0);
+  Tensor out = Tensor::Zeros(t.dtype(), t.device(), shape);
+  for (int64_t i = 0; i < out.numel(); ++i) {
     if (IsFloatingPoint(t.dtype())) {
-      out.SetDoubleAt(i, t.DoubleAt(i + 1) - t.DoubleAt(i));
+      out.SetDoubleAt(i, t.DoubleAt(i + row) - t.DoubleAt(i));
     } else {
       // Unsigned arithmetic: the difference wraps like the dtype does.
-      out.SetIntAt(i, static_cast<int64_t>(static_cast<uint64_t>(t.IntAt(i + 1)) -
+      out.SetIntAt(i, static_cast<int64_t>(static_cast<uint64_t>(t.IntAt(i + row)) -
                                            static_cast<uint64_t>(t.IntAt(i))));
     }
   }
@@ -147,7 +151,7 @@ absl::StatusOr<Tensor> Arange(int64_t start, int64_t end, int64_t step, DType dt
   if (step == 0) return PythonError(PyErrorKind::kRuntimeError, "step must be nonzero");
   if ((step > 0 && end < start) || (step < 0 && end > start)) {
     return PythonError(PyErrorKind::kRuntimeError,
-                       "upper bound and larger bound inconsistent with step sign");
+                       "upper bound and lower bound inconsistent with step sign");
   }
   std::vector<int64_t> values;
   for (int64_t v = start; step > 0 ? v < end : v > end; v += step) values.push_back(v);

@@ -28,7 +28,8 @@ Tensor To(const Tensor& t, Device device, DType dtype, absl::string_view what);
 // same device (a device-side copy: nothing is recorded).
 Tensor Contiguous(const Tensor& t);
 
-// t[1:] - t[:-1] for a 1-d tensor, in t's dtype (int32 wraps).
+// t[1:] - t[:-1] along the first dimension (trailing ones kept), in t's dtype
+// (int32 wraps).
 Tensor Diff(const Tensor& t);
 
 // t.max() as a 0-d tensor on t's device. Empty input raises torch's

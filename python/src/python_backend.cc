@@ -285,53 +285,57 @@ absl::Status PythonBackend::Run(const VarlenAttentionParams& p) const {
   return absl::OkStatus();
 }
 
+nb::dict DescribeCall(const AttentionCall& call, Profile profile) {
+  const AttentionCall seen = BackendCallOf(call, profile);
+  CallDescriber describe;
+  nb::dict d;
+  d["profile"] = std::string(ProfileName(profile));
+  d["version"] = std::string(SglangVersionName(call.sglang));
+  d["entry"] = std::string(EntryName(call.entry));
+  d["graph_mode"] = call.graph_mode;
+  d["q"] = describe.Tensor(seen.q);
+  d["k"] = describe.Tensor(seen.k);
+  d["v"] = describe.Tensor(seen.v);
+  d["bsz"] = seen.bsz;
+  d["seq_len"] = seen.seq_len;
+  d["cu_seqlens"] = describe.Of(seen.cu_seqlens);
+  nb::dict kwargs;
+  for (const auto& [key, value] : seen.kwargs.items()) kwargs[key.c_str()] = describe.Of(value);
+  d["kwargs"] = kwargs;
+  if (seen.forward_metadata.has_value()) {
+    const VisionAttentionMetadata& m = *seen.forward_metadata;
+    nb::dict fields;
+    fields["cu_seqlens"] = describe.Of(m.cu_seqlens);
+    fields["seq_lens"] = describe.Of(m.seq_lens);
+    fields["max_seqlen"] = describe.Of(m.max_seqlen);
+    fields["packed_indptrs"] = describe.Of(m.packed_indptrs);
+    fields["sequence_lengths"] = describe.Of(m.sequence_lengths);
+    fields["flashinfer_max_seqlen"] = describe.Of(m.flashinfer_max_seqlen);
+    d["forward_metadata"] = fields;
+  } else {
+    d["forward_metadata"] = nb::none();
+  }
+  nb::dict sdpa;
+  sdpa["flatten_batch"] = seen.sdpa.flatten_batch;
+  sdpa["softmax_in_single_precision"] = seen.sdpa.softmax_in_single_precision;
+  // The backend object is constructed as its caller constructs it: through
+  // the layer, VisionAttention hands the constructor its own softmax_scale.
+  if (call.entry == Entry::kLayer) {
+    sdpa["softmax_scale"] = describe.Of(call.kwargs.get("softmax_scale"));
+  } else {
+    sdpa["softmax_scale"] = seen.sdpa.softmax_scale.has_value()
+                                ? nb::object(nb::float_(*seen.sdpa.softmax_scale))
+                                : nb::none();
+  }
+  d["sdpa"] = sdpa;
+  return d;
+}
+
 absl::StatusOr<EngineCallResult> PythonBackend::CallEngine(const AttentionCall& call,
                                                            Profile profile) const {
-  const AttentionCall seen = BackendCallOf(call, profile);
   nb::gil_scoped_acquire gil;
   try {
-    CallDescriber describe;
-    nb::dict d;
-    d["profile"] = std::string(ProfileName(profile));
-    d["version"] = std::string(SglangVersionName(call.sglang));
-    d["entry"] = std::string(EntryName(call.entry));
-    d["graph_mode"] = call.graph_mode;
-    d["q"] = describe.Tensor(seen.q);
-    d["k"] = describe.Tensor(seen.k);
-    d["v"] = describe.Tensor(seen.v);
-    d["bsz"] = seen.bsz;
-    d["seq_len"] = seen.seq_len;
-    d["cu_seqlens"] = describe.Of(seen.cu_seqlens);
-    nb::dict kwargs;
-    for (const auto& [key, value] : seen.kwargs.items()) kwargs[key.c_str()] = describe.Of(value);
-    d["kwargs"] = kwargs;
-    if (seen.forward_metadata.has_value()) {
-      const VisionAttentionMetadata& m = *seen.forward_metadata;
-      nb::dict fields;
-      fields["cu_seqlens"] = describe.Of(m.cu_seqlens);
-      fields["seq_lens"] = describe.Of(m.seq_lens);
-      fields["max_seqlen"] = describe.Of(m.max_seqlen);
-      fields["packed_indptrs"] = describe.Of(m.packed_indptrs);
-      fields["sequence_lengths"] = describe.Of(m.sequence_lengths);
-      fields["flashinfer_max_seqlen"] = describe.Of(m.flashinfer_max_seqlen);
-      d["forward_metadata"] = fields;
-    } else {
-      d["forward_metadata"] = nb::none();
-    }
-    nb::dict sdpa;
-    sdpa["flatten_batch"] = seen.sdpa.flatten_batch;
-    sdpa["softmax_in_single_precision"] = seen.sdpa.softmax_in_single_precision;
-    // The backend object is constructed as its caller constructs it: through
-    // the layer, VisionAttention hands the constructor its own softmax_scale.
-    if (call.entry == Entry::kLayer) {
-      sdpa["softmax_scale"] = describe.Of(call.kwargs.get("softmax_scale"));
-    } else {
-      sdpa["softmax_scale"] = seen.sdpa.softmax_scale.has_value()
-                                  ? nb::object(nb::float_(*seen.sdpa.softmax_scale))
-                                  : nb::none();
-    }
-    d["sdpa"] = sdpa;
-
+    const nb::dict d = DescribeCall(call, profile);
     const nb::dict r = nb::cast<nb::dict>(adapter_.attr("call")(d));
     EngineCallResult result;
     if (!r["raised"].is_none()) {

@@ -80,6 +80,12 @@ class PythonBackend final : public Backend {
   nanobind::object adapter_;
 };
 
+// The call a call-level backend's forward() receives (BackendCallOf), as
+// the bridge's CallAdapter reads it: each argument in the exact form the
+// caller passes, tensors as arrays viewing the harness's buffers, one id per
+// tensor. Needs the GIL.
+nanobind::dict DescribeCall(const AttentionCall& call, Profile profile);
+
 }  // namespace varlen::python
 
 #endif  // VARLEN_PYTHON_SRC_PYTHON_BACKEND_H_

@@ -26,7 +26,9 @@
 #include "varlen/cases/executor.h"
 #include "varlen/cases/report.h"
 #include "varlen/cases/synth.h"
+#include "rapidcheck/Random.h"
 #include "varlen/conformance/check.h"
+#include "varlen/conformance/generators.h"
 #include "varlen/conformance/suite.h"
 
 namespace nb = nanobind;
@@ -323,6 +325,64 @@ NB_MODULE(_core, m) {
       nb::arg("dir"));
 
   m.def("source_corpus_dir", [] { return std::string(VARLEN_CORPUS_DIR); });
+
+  // The engine differential (scripts/sglang-differential): calls drawn from
+  // the property generators, and faithful mode's prediction for each.
+  m.def(
+      "generate_calls",
+      [](int count, uint64_t seed, const std::string& profile, const std::string& sglang) {
+        const Profile p = OrRaise(ParseProfile(profile));
+        const SglangVersion version = OrRaise(ParseSglangVersion(sglang));
+        const rc::Gen<Case> gen = GenCase({.max_sequences = 5, .max_len = 24, .max_heads = 4,
+                                           .max_head_dim = 8});
+        rc::Random random(seed);
+        std::vector<std::string> cases;
+        for (int attempt = 0; static_cast<int>(cases.size()) < count && attempt < 4 * count;
+             ++attempt) {
+          // Sizes cycle as a property run's do: small ones first, up to the nominal.
+          Case c = gen(random.split(), attempt % (rc::kNominalSize + 1)).value();
+          c.name = absl::StrCat(profile, "-", SglangVersionName(version), "-", seed, "-", attempt);
+          c.source = "generated for the engine differential";
+          c.description.clear();
+          c.mode = Mode::kFaithful;
+          c.sglang = version;
+          c.call.profile = p;
+          c.expect.reset();
+          if (ValidateCase(c).ok()) cases.push_back(WriteCase(c));
+        }
+        return cases;
+      },
+      nb::arg("count"), nb::arg("seed"), nb::arg("profile"), nb::arg("sglang"));
+
+  m.def(
+      "faithful_call",
+      [](const std::string& path_or_json) {
+        const Case c = LoadCase(path_or_json);
+        const QkvTensors qkv = SynthesizeQkv(c);
+        nb::dict d;
+        absl::StatusOr<AttentionCall> call = CallOfCase(c, qkv);
+        if (!call.ok()) {
+          d["builder_error"] = FormatPythonError(call.status());
+          return d;
+        }
+        call->sglang = c.sglang_version();
+        const Resolution r = Resolve(*call, c.call.profile, Mode::kFaithful);
+        d["call"] = DescribeCall(*call, c.call.profile);
+        d["raised"] = nb::none();
+        if (!r.status.ok()) {
+          const std::optional<PyErrorKind> kind = PythonErrorKindOf(r.status);
+          d["raised"] = nb::make_tuple(kind.has_value() ? std::string(PyErrorKindName(*kind))
+                                                        : std::string("Unimplemented"),
+                                       std::string(r.status.message()));
+        }
+        d["resolved"] = r.args.has_value() ? FormatJson(ResolvedArgsToJson(*r.args)) : "";
+        const DeviceEventCounts counts = r.counts();
+        d["host_syncs"] = counts.host_syncs;
+        d["host_to_device_copies"] = counts.host_to_device_copies;
+        d["notes"] = r.notes;
+        return d;
+      },
+      nb::arg("case"));
 }
 
 }  // namespace varlen::python

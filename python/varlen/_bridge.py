@@ -220,7 +220,9 @@ class CallAdapter:
             fields = {key: m.value(value) for key, value in d["forward_metadata"].items()}
             kwargs["forward_metadata"] = _make(
                 self.backend.metadata_class or VisionAttentionMetadata, fields)
-        obj = self.backend.make(self._context(q, k, v, d, d["sdpa"]))
+        # The constructor's softmax_scale is the caller's value, in its form.
+        sdpa = dict(d["sdpa"], softmax_scale=m.value(d["sdpa"]["softmax_scale"]))
+        obj = self.backend.make(self._context(q, k, v, d, sdpa))
         result = {"raised": None, "output": None, "device_events": None}
         with _SyncCounter(on_gpu) as syncs:
             try:

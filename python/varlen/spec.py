@@ -27,7 +27,8 @@ import dataclasses
 from typing import Any, Callable, Optional, Tuple
 
 DTYPES = ("float32", "float16", "bfloat16", "float64")
-PROFILES = ("flashinfer_cudnn", "fa3", "triton_attn", "sdpa")
+PROFILES = ("flashinfer_cudnn", "fa3", "triton_attn", "sdpa", "fa4", "aiter_attn", "ascend_attn",
+            "amx_attn", "xpu_attn")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -51,7 +51,7 @@ ResolvedArgs ResolveOrDie(const AttentionCall& call, Profile profile) {
   EXPECT_TRUE(r.status.ok()) << FormatPythonError(r.status);
   if (r.args.has_value()) return *r.args;
   ResolvedArgs unresolved;  // the test has already failed
-  unresolved.args = Fa3Args{};
+  unresolved.args = FlashVarlenArgs{};
   unresolved.q = call.q;
   unresolved.k = call.k;
   unresolved.v = call.v;

@@ -180,7 +180,7 @@ TEST(ParseCaseTest, WrongTypesNameThePathAndWhatWasFound) {
       {R"({"call": {"profile": 3}})", "x.json: $.call.profile: expected a string, got number 3"},
       {R"({"call": {"profile": "flash"}})",
        "x.json: $.call.profile: profile \"flash\" is not one of flashinfer_cudnn, fa3, "
-       "triton_attn, sdpa"},
+       "triton_attn, sdpa, fa4, aiter_attn, ascend_attn, amx_attn, xpu_attn"},
       {R"({"mode": "fast"})", "x.json: $.mode: mode \"fast\" is not one of faithful, hardened"},
       {R"({"geometry": {"dtype": "int8"}})",
        "x.json: $.geometry.dtype: dtype \"int8\" is not one of float32, float16, bfloat16, "

@@ -70,7 +70,7 @@ const T& ArgsOf(const Resolution& r) {
 }
 
 const Value& MaxOf(const Resolution& r, Profile profile) {
-  return profile == Profile::kFa3 ? ArgsOf<Fa3Args>(r).max_seqlen
+  return profile == Profile::kFa3 ? ArgsOf<FlashVarlenArgs>(r).max_seqlen
                                   : ArgsOf<TritonArgs>(r).max_seqlen;
 }
 
@@ -350,7 +350,7 @@ TEST(HardenedGraphSafety, UnstampedMetadataIsValidatedOnTheHost) {
   // cu read once to validate it, seq_lens (which fa3 ignores) once to check
   // that it agrees.
   EXPECT_EQ(r.counts().host_syncs, 2);
-  EXPECT_EQ(ArgsOf<Fa3Args>(r).max_seqlen.as_int(), 5);
+  EXPECT_EQ(ArgsOf<FlashVarlenArgs>(r).max_seqlen.as_int(), 5);
 }
 
 TEST(HardenedGraphSafety, AnotherCuSeqlensBesideStampedMetadataIsRead) {
@@ -390,7 +390,7 @@ TEST(HardenedVsFaithful, TruncatedFloatAndBoolMaxSeqlen) {
   call.kwargs.set("max_seqlen", Value::Bool(true));
   Resolution as_one = Resolve(call, Profile::kFa3, Mode::kFaithful);
   ASSERT_TRUE(as_one.status.ok());
-  EXPECT_EQ(ArgsOf<Fa3Args>(as_one).max_seqlen.as_int(), 1);
+  EXPECT_EQ(ArgsOf<FlashVarlenArgs>(as_one).max_seqlen.as_int(), 1);
   ExpectPyError(Resolve(call, Profile::kFa3, Mode::kHardened).status, PyErrorKind::kTypeError,
                 "max_seqlen=True is a bool: it must be an int or a one-element integer tensor");
 }
@@ -400,7 +400,7 @@ TEST(HardenedVsFaithful, Int64OffsetsThatWrapInTheCast) {
   call.cu_seqlens = Value::FromTensor(IntTensor({0, (int64_t{1} << 32) + 4}, DType::kInt64, kCpu));
   Resolution faithful = Resolve(call, Profile::kFa3, Mode::kFaithful);
   ASSERT_TRUE(faithful.status.ok()) << FormatPythonError(faithful.status);
-  EXPECT_THAT(Ints(ArgsOf<Fa3Args>(faithful).cu_seqlens), ElementsAre(0, 4));
+  EXPECT_THAT(Ints(ArgsOf<FlashVarlenArgs>(faithful).cu_seqlens), ElementsAre(0, 4));
   ExpectPyError(Resolve(call, Profile::kFa3, Mode::kHardened).status, PyErrorKind::kValueError,
                 "cu_seqlens[1]=4294967300 > 2147483647: offsets must fit in int32");
 }
@@ -488,8 +488,8 @@ TEST(HardenedEmptyBatch, UniformOffsetsForZeroTokensAreAllZero) {
             "RuntimeError: step must be nonzero");
   Resolution r = Resolve(call, Profile::kFa3, Mode::kHardened);
   ASSERT_TRUE(r.status.ok()) << FormatPythonError(r.status);
-  EXPECT_EQ(Ints(ArgsOf<Fa3Args>(r).cu_seqlens), (std::vector<int64_t>{0, 0}));
-  EXPECT_EQ(ArgsOf<Fa3Args>(r).max_seqlen.as_int(), 0);
+  EXPECT_EQ(Ints(ArgsOf<FlashVarlenArgs>(r).cu_seqlens), (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(ArgsOf<FlashVarlenArgs>(r).max_seqlen.as_int(), 0);
 }
 
 TEST(HardenedGraphMode, MessagesNameTheValueAndTheLayout) {

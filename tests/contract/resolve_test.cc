@@ -210,7 +210,7 @@ TEST(ResolveFa3, FromMetadataOnEitherEntryWithoutDeviceEvents) {
     call.forward_metadata = PlainMetadata();
     call.kwargs.set("max_seqlen", Value::Int(1));  // ignored: metadata wins
     Resolution r;
-    auto args = ResolveOk<Fa3Args>(call, Profile::kFa3, &r);
+    auto args = ResolveOk<FlashVarlenArgs>(call, Profile::kFa3, &r);
     EXPECT_TRUE(args.cu_seqlens.as_tensor().SharesStorageWith(
         call.forward_metadata->cu_seqlens.as_tensor()));
     EXPECT_EQ(args.max_seqlen.as_int(), 5);
@@ -224,7 +224,7 @@ TEST(ResolveFa3, MetadataWinsOverGraphMode) {
   call.graph_mode = true;
   call.forward_metadata = PlainMetadata();
   Resolution r;
-  auto args = ResolveOk<Fa3Args>(call, Profile::kFa3, &r);
+  auto args = ResolveOk<FlashVarlenArgs>(call, Profile::kFa3, &r);
   EXPECT_EQ(args.max_seqlen.as_int(), 5);
   EXPECT_THAT(r.events, IsEmpty());
 }
@@ -234,7 +234,7 @@ TEST(ResolveFa3, KwargsWithHostMaxNeedNoSync) {
     AttentionCall call = Call(entry);
     call.kwargs.set("max_seqlen", Value::Int(17));
     Resolution r;
-    auto args = ResolveOk<Fa3Args>(call, Profile::kFa3, &r);
+    auto args = ResolveOk<FlashVarlenArgs>(call, Profile::kFa3, &r);
     EXPECT_THAT(Ints(args.cu_seqlens), ElementsAre(0, 3, 8, 10));
     EXPECT_EQ(args.max_seqlen.as_int(), 17);  // both max_seqlen_q and max_seqlen_k
     EXPECT_THAT(r.events, IsEmpty());
@@ -244,7 +244,7 @@ TEST(ResolveFa3, KwargsWithHostMaxNeedNoSync) {
 TEST(ResolveFa3, MaxDerivedFromDeviceCuCostsOneSync) {
   for (Entry entry : {Entry::kDirect, Entry::kLayer}) {
     Resolution r;
-    auto args = ResolveOk<Fa3Args>(Call(entry), Profile::kFa3, &r);
+    auto args = ResolveOk<FlashVarlenArgs>(Call(entry), Profile::kFa3, &r);
     EXPECT_EQ(args.max_seqlen.as_int(), 5);
     EXPECT_THAT(Kinds(r), ElementsAre(kSync));
   }
@@ -252,7 +252,7 @@ TEST(ResolveFa3, MaxDerivedFromDeviceCuCostsOneSync) {
 
 TEST(ResolveFa3, HostInt64CuIsCastThenCopiedThenReduced) {
   Resolution r;
-  auto args = ResolveOk<Fa3Args>(Call(Entry::kDirect, DType::kInt64, kCpu), Profile::kFa3, &r);
+  auto args = ResolveOk<FlashVarlenArgs>(Call(Entry::kDirect, DType::kInt64, kCpu), Profile::kFa3, &r);
   EXPECT_EQ(args.cu_seqlens.as_tensor().dtype(), DType::kInt32);
   EXPECT_EQ(args.cu_seqlens.as_tensor().device(), kCuda);
   EXPECT_THAT(Ints(args.cu_seqlens), ElementsAre(0, 3, 8, 10));
@@ -264,11 +264,11 @@ TEST(ResolveFa3, MaxAsTensor) {
   AttentionCall call = Call();
   call.kwargs.set("max_seqlen", Value::FromTensor(IntTensor({5}, DType::kInt64, kCuda)));
   Resolution device;
-  EXPECT_EQ(ResolveOk<Fa3Args>(call, Profile::kFa3, &device).max_seqlen.as_int(), 5);
+  EXPECT_EQ(ResolveOk<FlashVarlenArgs>(call, Profile::kFa3, &device).max_seqlen.as_int(), 5);
   EXPECT_THAT(Kinds(device), ElementsAre(kSync));
   call.kwargs.set("max_seqlen", Value::FromTensor(IntTensor({5}, DType::kInt64, kCpu)));
   Resolution host;
-  EXPECT_EQ(ResolveOk<Fa3Args>(call, Profile::kFa3, &host).max_seqlen.as_int(), 5);
+  EXPECT_EQ(ResolveOk<FlashVarlenArgs>(call, Profile::kFa3, &host).max_seqlen.as_int(), 5);
   EXPECT_THAT(host.events, IsEmpty());
 }
 
@@ -278,7 +278,7 @@ TEST(ResolveFa3, NoneCuBecomesUniformOnQsDevice) {
   call.bsz = 2;
   call.seq_len = 5;
   Resolution r;
-  auto args = ResolveOk<Fa3Args>(call, Profile::kFa3, &r);
+  auto args = ResolveOk<FlashVarlenArgs>(call, Profile::kFa3, &r);
   EXPECT_THAT(Ints(args.cu_seqlens), ElementsAre(0, 5, 10));
   EXPECT_EQ(args.cu_seqlens.as_tensor().device(), kCuda);
   EXPECT_EQ(args.max_seqlen.as_int(), 5);
@@ -291,7 +291,7 @@ TEST(ResolveFa3, GraphListPassesThroughOnEitherEntry) {
     const Tensor cu = IntTensor({0, 3, 8, 10});
     call.cu_seqlens = Value::List({Value::FromTensor(cu), Value::Int(5)});
     Resolution r;
-    auto args = ResolveOk<Fa3Args>(call, Profile::kFa3, &r);
+    auto args = ResolveOk<FlashVarlenArgs>(call, Profile::kFa3, &r);
     EXPECT_TRUE(args.cu_seqlens.as_tensor().SharesStorageWith(cu));
     EXPECT_EQ(args.max_seqlen.as_int(), 5);
     EXPECT_THAT(r.events, IsEmpty());

@@ -628,8 +628,8 @@ TEST(ContractRule19, GraphModeListLayoutsAndErrors) {
   fa3.cu_seqlens = Value::List({Value::FromTensor(cu), Value::FromTensor(max)});
   Resolution f = Resolve(fa3, Profile::kFa3, Mode::kFaithful);
   ASSERT_TRUE(f.status.ok()) << FormatPythonError(f.status);
-  EXPECT_TRUE(ArgsOf<Fa3Args>(f).cu_seqlens.as_tensor().SharesStorageWith(cu));
-  EXPECT_TRUE(ArgsOf<Fa3Args>(f).max_seqlen.as_tensor().SharesStorageWith(max));
+  EXPECT_TRUE(ArgsOf<FlashVarlenArgs>(f).cu_seqlens.as_tensor().SharesStorageWith(cu));
+  EXPECT_TRUE(ArgsOf<FlashVarlenArgs>(f).max_seqlen.as_tensor().SharesStorageWith(max));
   EXPECT_THAT(f.events, IsEmpty());
 
   // Through the layer triton_attn gets output_ws=None and hands it to the
@@ -652,10 +652,10 @@ TEST(ContractRule20, Fa3GivesTheSameArgumentsForInt32AndInt64Cu) {
       call.cu_seqlens = Value::FromTensor(IntTensor({0, 3, 8, 10}, dtype, device));
       Resolution r = Resolve(call, Profile::kFa3, Mode::kFaithful);
       ASSERT_TRUE(r.status.ok()) << FormatPythonError(r.status);
-      const Tensor& cu = ArgsOf<Fa3Args>(r).cu_seqlens.as_tensor();
+      const Tensor& cu = ArgsOf<FlashVarlenArgs>(r).cu_seqlens.as_tensor();
       EXPECT_EQ(cu.dtype(), DType::kInt32);
       EXPECT_EQ(cu.device(), kCuda);
-      EXPECT_EQ(ArgsOf<Fa3Args>(r).max_seqlen.as_int(), 5);
+      EXPECT_EQ(ArgsOf<FlashVarlenArgs>(r).max_seqlen.as_int(), 5);
       resolved.push_back(Ints(cu));
     }
   }
@@ -671,13 +671,13 @@ TEST(ContractRule20, Fa3GivesTheSameArgumentsForInt32AndInt64Cu) {
   hand_built.forward_metadata = metadata;
   Resolution r = Resolve(hand_built, Profile::kFa3, Mode::kFaithful);
   ASSERT_TRUE(r.status.ok()) << FormatPythonError(r.status);
-  EXPECT_TRUE(ArgsOf<Fa3Args>(r).cu_seqlens.as_tensor().SharesStorageWith(cu64));
+  EXPECT_TRUE(ArgsOf<FlashVarlenArgs>(r).cu_seqlens.as_tensor().SharesStorageWith(cu64));
   hand_built.forward_metadata =
       *PrepareVisionAttentionMetadata(Value::FromTensor(cu64), kCuda, {}, Mode::kFaithful);
   Resolution built = Resolve(hand_built, Profile::kFa3, Mode::kFaithful);
   ASSERT_TRUE(built.status.ok());
-  EXPECT_EQ(ArgsOf<Fa3Args>(built).cu_seqlens.as_tensor().dtype(), DType::kInt32);
-  EXPECT_EQ(ArgsOf<Fa3Args>(built).cu_seqlens.as_tensor().device(), kCuda);
+  EXPECT_EQ(ArgsOf<FlashVarlenArgs>(built).cu_seqlens.as_tensor().dtype(), DType::kInt32);
+  EXPECT_EQ(ArgsOf<FlashVarlenArgs>(built).cu_seqlens.as_tensor().device(), kCuda);
 
   // §10: int64 values >= 2^31 wrap in the cast.
   AttentionCall wrapping = TokenCall({4, 6});
@@ -685,8 +685,8 @@ TEST(ContractRule20, Fa3GivesTheSameArgumentsForInt32AndInt64Cu) {
       IntTensor({0, (int64_t{1} << 32) + 4, (int64_t{1} << 32) + 10}, DType::kInt64, kCpu));
   Resolution w = Resolve(wrapping, Profile::kFa3, Mode::kFaithful);
   ASSERT_TRUE(w.status.ok()) << FormatPythonError(w.status);
-  EXPECT_THAT(Ints(ArgsOf<Fa3Args>(w).cu_seqlens), ElementsAre(0, 4, 10));
-  EXPECT_EQ(ArgsOf<Fa3Args>(w).max_seqlen.as_int(), 6);
+  EXPECT_THAT(Ints(ArgsOf<FlashVarlenArgs>(w).cu_seqlens), ElementsAre(0, 4, 10));
+  EXPECT_EQ(ArgsOf<FlashVarlenArgs>(w).max_seqlen.as_int(), 6);
 }
 
 TEST(ContractRule21, SdpaFlattenBatchMaskAndErrors) {
@@ -732,6 +732,11 @@ TEST(ContractRule22, AscendActualSeqLengthsAreCumulativeEnds) {
                     .status(),
                 PyErrorKind::kRuntimeError,
                 "queryT(1000) must be equal to the last element of actualSequenceLengthQ(1200)");
+  // Two images of 600 in slots of 500: the second's gather runs past q.
+  ExpectPyError(AscendActualSeqLengths(IntTensor({0, 600, 1200}, DType::kInt32, kCpu), 1000,
+                                       SglangVersion::k0_5_23)
+                    .status(),
+                PyErrorKind::kIndexError, "index 1000 is out of bounds for dimension 0 with size 1000");
 }
 
 // Rule 23 is numerical (backend output against a reference); the kernel tests cover it.
@@ -742,7 +747,7 @@ TEST(ContractRule24, TooSmallMaxSeqlenIsSilentWhenFaithfulAndRejectedWhenHardene
     call.kwargs.set("max_seqlen", Value::Int(3));
     Resolution faithful = Resolve(call, profile, Mode::kFaithful);
     ASSERT_TRUE(faithful.status.ok()) << FormatPythonError(faithful.status);
-    const Value& max = profile == Profile::kFa3 ? ArgsOf<Fa3Args>(faithful).max_seqlen
+    const Value& max = profile == Profile::kFa3 ? ArgsOf<FlashVarlenArgs>(faithful).max_seqlen
                                                 : ArgsOf<TritonArgs>(faithful).max_seqlen;
     EXPECT_EQ(max.as_int(), 3);
     ExpectPyError(Resolve(call, profile, Mode::kHardened).status, PyErrorKind::kValueError,

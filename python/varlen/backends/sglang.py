@@ -83,20 +83,18 @@ import builtins
 import contextlib
 import contextvars
 import glob
-import hashlib
-import linecache
 import os
 import sys
 import threading
 import types
-import zipfile
 from pathlib import Path
 
 # Before anything of this module imports triton: see the docstring.
 if "triton" not in sys.modules:
     os.environ["TRITON_INTERPRET"] = "1"
 
-from varlen import spec  # noqa: E402
+from varlen import _engine_source, spec  # noqa: E402
+from varlen._engine_source import Unavailable as _Unavailable  # noqa: E402
 
 SGLANG_VERSION = "0.5.23"
 KERNEL_FILE = "sglang/kernels/ops/attention/prefill_attention.py"
@@ -137,10 +135,6 @@ vision = None  # the module extracted from vision.py
 kernel = None  # the module loaded from prefill_attention.py
 
 
-class _Unavailable(Exception):
-    pass
-
-
 _MISSING = object()
 
 
@@ -164,26 +158,6 @@ def find_wheel() -> str:
     return found[-1]
 
 
-def _read(wheel: str, member: str, sha256: str) -> str:
-    try:
-        with zipfile.ZipFile(wheel) as archive:
-            data = archive.read(member)
-    except (OSError, KeyError, zipfile.BadZipFile) as error:
-        raise _Unavailable(f"cannot read {member} from {wheel}: {error}") from error
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != sha256:
-        raise _Unavailable(f"{member} in {wheel} has SHA-256 {digest}, not {sha256}: not the SGLang "
-                           f"{SGLANG_VERSION} code these stubs were written for")
-    return data.decode("utf-8")
-
-
-def _compile_into(module: types.ModuleType, source: str, tree: ast.Module, filename: str) -> None:
-    # linecache holds the file's text so tracebacks, inspect and Triton's
-    # interpreter (which re-reads a kernel's source) all see SGLang's lines.
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    exec(compile(tree, filename, "exec", dont_inherit=True), module.__dict__)
-
-
 # --- prefill_attention.py -------------------------------------------------------------
 
 
@@ -197,6 +171,10 @@ def _interpreter_reason():
                 "so triton.language's own functions are compiled ones and the interpreter cannot "
                 "run SGLang's kernel: import varlen.backends.sglang first, or set TRITON_INTERPRET=1")
     return None
+
+
+def _read(wheel: str, member: str, sha256: str) -> str:
+    return _engine_source.read_member(wheel, member, sha256, f"the SGLang {SGLANG_VERSION} code")
 
 
 def _load_kernel(wheel: str):
@@ -222,7 +200,7 @@ def _load_kernel(wheel: str):
     try:
         with triton.knobs.runtime.scope():
             triton.knobs.runtime.interpret = True
-            _compile_into(module, source, ast.parse(source, filename), filename)
+            _engine_source.compile_into(module, source, ast.parse(source, filename), filename)
     except BaseException:
         del sys.modules[module.__name__]
         raise
@@ -248,79 +226,14 @@ class _GraphModeSwitch:
         return _GRAPH_MODE.get()
 
 
-def _bound_names(node) -> list:
-    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return [node.name]
-    if isinstance(node, (ast.Import, ast.ImportFrom)):
-        return [(alias.asname or alias.name).split(".")[0] for alias in node.names]
-    if isinstance(node, ast.Assign):
-        return [t.id for t in node.targets if isinstance(t, ast.Name)]
-    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-        return [node.target.id]
-    return []
-
-
-def _referenced_names(node) -> set:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-
-
-def _extract(source: str, filename: str, roots, stubs) -> ast.Module:
-    """The module-level statements of `source` that `roots` reach, in source order.
-
-    A reached name bound by an import of a module outside REAL_MODULES must be
-    in `stubs` (its statement is dropped; the stub is put in the module);
-    a reached name bound nowhere at module level is a builtin or a local.
-    """
-    tree = ast.parse(source, filename)
-    binder = {}
-    for index, node in enumerate(tree.body):
-        for name in _bound_names(node):
-            binder.setdefault(name, index)
-    keep, pending, seen = set(), list(roots), set()
-    for name in roots:
-        if name not in binder:
-            raise RuntimeError(f"{VISION_FILE} defines no {name}")
-    while pending:
-        name = pending.pop()
-        if name in seen or name not in binder:
-            continue
-        seen.add(name)
-        node = tree.body[binder[name]]
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            module = node.module if isinstance(node, ast.ImportFrom) else name
-            if module in REAL_MODULES or (isinstance(node, ast.Import) and
-                                          all(a.name in REAL_MODULES for a in node.names)):
-                keep.add(binder[name])
-            elif name not in stubs:
-                raise RuntimeError(f"{VISION_FILE}: the extracted code uses {name}, imported from "
-                                   f"{module}, which varlen does not stub")
-            continue
-        keep.add(binder[name])
-        pending.extend(_referenced_names(node) - seen)
-    future = [i for i, n in enumerate(tree.body)
-              if isinstance(n, ast.ImportFrom) and n.module == "__future__"]
-    body = [tree.body[i] for i in sorted(keep | set(future))]
-    return ast.Module(body=body, type_ignores=[])
-
-
 def _load_vision(wheel: str, kernel_launcher):
     source = _read(wheel, VISION_FILE, VISION_SHA256)
-    filename = f"{wheel}/{VISION_FILE}"
     stubs = {
         "envs": types.SimpleNamespace(SGLANG_VIT_ENABLE_CUDA_GRAPH=_GraphModeSwitch()),
         "context_attention_fwd": kernel_launcher,
     }
-    tree = _extract(source, filename, VISION_ROOTS, stubs)
-    module = types.ModuleType(f"{__name__}.vision")
-    module.__file__ = filename
-    module.__dict__.update(stubs)
-    sys.modules[module.__name__] = module  # before exec: the dataclasses look it up
-    try:
-        _compile_into(module, source, tree, filename)
-    except BaseException:
-        del sys.modules[module.__name__]
-        raise
-    return module
+    return _engine_source.load_module(f"{__name__}.vision", source, f"{wheel}/{VISION_FILE}",
+                                      VISION_ROOTS, stubs, REAL_MODULES)
 
 
 # --- Triton's interpreter and bfloat16 ------------------------------------------------

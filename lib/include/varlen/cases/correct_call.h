@@ -21,12 +21,14 @@ std::vector<int64_t> OffsetsOf(const std::vector<int64_t>& lengths);
 // Whether a correct call in `profile` can carry geometry `g`:
 // flashinfer_cudnn offsets q, k and v with one per-token width (no GQA, no
 // distinct value head dim); SGLang's sdpa reshapes v with q's head dim and
-// broadcasts one KV head.
+// broadcasts one KV head; ascend_attn's kernel is given one head dim;
+// amx_attn drops any softmax_scale but its kernel's default.
 bool ProfileCanCarry(Profile profile, const Geometry& g);
 
 // Whether q, k and v may be views of one fused projection output
 // (QLayout::kFusedQkv) in a correct call: the kernels that read strides
-// (fa3, triton_attn), with one head dim for q, k and v.
+// (the flash_attn_varlen_func family, triton_attn), with one head dim for
+// q, k and v.
 bool ProfileTakesFusedQkv(Profile profile, const Geometry& g);
 
 // Sets c->call to the correct arguments for c->geometry in `profile`

@@ -146,6 +146,11 @@ class CaseRunner {
 // Shorthand for a single backend.
 Outcome RunCase(const Case& c, const Backend& backend, RunOptions options = {});
 
+// The call `c` makes with `qkv` (SynthesizeQkv or ShapeOnlyQkv of c), its
+// metadata built as the case names in its mode, before the attention layer:
+// what a backend is called with. An error is the metadata builder's.
+absl::StatusOr<AttentionCall> CallOfCase(const Case& c, const QkvTensors& qkv);
+
 }  // namespace varlen
 
 #endif  // VARLEN_CASES_EXECUTOR_H_

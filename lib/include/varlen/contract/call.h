@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "varlen/contract/sglang_version.h"
 #include "varlen/core/tensor.h"
 #include "varlen/core/value.h"
@@ -31,7 +32,15 @@ enum class Profile {
   kFa3,              // int32 token cu_seqlens on q's device + int max_seqlen
   kTritonAttn,       // cu_seqlens as given + per-sequence lengths + max
   kSdpa,             // a boolean mask built on the host from cu_seqlens
+  kFa4,              // fa3's convention through FlashAttention 4 (no window, no sinks)
+  kAiterAttn,        // int32 cu_seqlens on q's device; max always from .max().item()
+  kAscendAttn,       // cumulative ends cu_seqlens[1:] as a host list (the NPU's TND layout)
+  kAmxAttn,          // cu_seqlens or uniform offsets; no metadata, no softmax_scale
+  kXpuAttn,          // fa3's convention on Intel XPUs (metadata read before 0.5.18)
 };
+
+// Every profile, in the order above.
+absl::Span<const Profile> AllProfiles();
 
 absl::string_view ProfileName(Profile profile);  // "flashinfer_cudnn", "fa3", ...
 absl::StatusOr<Profile> ParseProfile(absl::string_view name);

@@ -49,10 +49,12 @@ struct FlashinferCudnnArgs {
   Shape input_shape;       // q's shape as the caller passed it
 };
 
-// flash_attn_varlen_func's varlen arguments. The values are whatever
+// The varlen arguments of the flash_attn_varlen_func family (fa3, fa4,
+// aiter_attn, amx_attn and xpu_attn call one each). The values are whatever
 // resolution produced (a hand-built metadata object or a graph-mode list
 // can hand the kernel anything); the kernel entry checks them.
-struct Fa3Args {
+struct FlashVarlenArgs {
+  absl::string_view kernel = "flash_attn_varlen_func";  // the function called
   Value cu_seqlens;  // used for both q and k
   Value max_seqlen;  // used for both q and k
   double scale = 0.0;
@@ -93,8 +95,24 @@ struct SdpaArgs {
   bool single_precision = false;
 };
 
+// torch_npu.npu_fused_infer_attention_score's varlen arguments (input_layout
+// "TND", sparse_mode 0): one host list of cumulative ends for q and kv.
+struct AscendArgs {
+  std::vector<int64_t> actual_seq_lengths;  // as the list holds them
+  // Where each sequence's rows start in q, k and v as the backend received
+  // them: the previous end, unless 0.5.23 dropped per-image padding first
+  // (then image b's rows start at b * (rows / images), and the result goes
+  // back to those rows of an empty_like(q) output).
+  std::vector<int64_t> row_starts;
+  bool padded = false;                 // rows outside the sequences are never written
+  bool output_from_workspace = false;  // npu-graph mode with padding writes into output_ws
+  Value output_ws;
+  double scale = 0.0;
+};
+
 struct ResolvedArgs {
-  std::variant<FlashinferCudnnArgs, Fa3Args, TritonArgs, SdpaArgs> args;
+  Profile profile = Profile::kFa3;  // the calling convention resolved
+  std::variant<FlashinferCudnnArgs, FlashVarlenArgs, TritonArgs, SdpaArgs, AscendArgs> args;
   // The q, k and v the backend receives. Called directly, the caller's;
   // through the layer, flattened to [T, H, D] and, unless the layer passes
   // strided views to this backend, contiguous copies.
@@ -117,6 +135,12 @@ struct Resolution {
 //   fa3               q.shape[-1] ** (-0.5)           (the FlashAttention 3 wrapper)
 //   triton_attn       1.0 / (Lq ** 0.5)               (context_attention_fwd)
 //   sdpa              1.0 / math.sqrt(head_size)      (SGLang's constructor)
+//   fa4               1.0 / math.sqrt(head_dim)       (FlashAttention 4's interface)
+//   aiter_attn        q.shape[-1] ** (-0.5)           (aiter's interface)
+//   ascend_attn       head_size**-0.5                 (SGLang)
+//   amx_attn          1.0 / sqrt(head_size)           (sgl_kernel's CPU kernel; SGLang
+//                                                      passes no scale at all)
+//   xpu_attn          q.shape[-1] ** (-0.5)           (sgl_kernel's XPU interface)
 double DefaultSoftmaxScale(Profile profile, int64_t head_dim);
 
 // Resolves `call` for `profile` in `mode`. Never throws; never reads past

@@ -61,6 +61,15 @@ struct SglangBehavior {
   // cu_seqlens[-1]) before the fused kernel, which then no longer fails its
   // queryT check.
   bool ascend_unpads_padded_items = false;
+  // VisionFlash4Attention takes a list cu_seqlens as the graph runner's
+  // [cu_seqlens, max_seqlen], in graph mode or not. Before, a list went to
+  // resolve_seqlens and failed its tensor assertion.
+  bool fa4_reads_list = false;
+  // VisionIntelXPUAttention reads forward_metadata (cu_seqlens, max_seqlen)
+  // and the max_seqlen keyword (resolve_precomputed_max_seqlen). Without
+  // this, it ignores both and derives the maximum with resolve_max_seqlen
+  // (a host sync per call unless cu_seqlens is a filled SingletonCache).
+  bool xpu_reads_metadata = false;
 };
 
 const SglangBehavior& BehaviorOf(SglangVersion version);

@@ -1,0 +1,70 @@
+"""The SGLang differential's own machinery: the device stand-in's counts, and
+that the differential finds a difference it must find (scripts/python-check
+runs the differential itself)."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import varlen  # noqa: E402,F401  (the compiled core: generated calls, faithful mode)
+from varlen import _core, _engine_source, sglang_differential as sd  # noqa: E402
+
+
+def engine(version: str) -> sd.Engine:
+    release = sd.RELEASES[version]
+    try:
+        return sd.Engine(release, sd.fetch_wheel(release))
+    except (_engine_source.Unavailable, OSError) as why:
+        pytest.skip(f"no SGLang {version} wheel here: {why}")
+
+
+def counted(e: sd.Engine, body):
+    ledger = sd.Ledger()
+    token = sd._LEDGER.set(ledger)
+    try:
+        with e.DeviceMode():
+            body()
+    finally:
+        sd._LEDGER.reset(token)
+    return ledger
+
+
+def test_device_tensors_count_host_reads_and_copies():
+    e = engine("0.5.23")
+    cu = torch.tensor([0, 3, 8], dtype=torch.int32).as_subclass(e.DeviceTensor)
+    host = torch.tensor([0, 3, 8], dtype=torch.int64)
+    seen = {}
+
+    def body():
+        seen["device"] = cu.device.type
+        seen["diff_on_device"] = e.is_device(cu[1:] - cu[:-1])
+        seen["max"] = (cu[1:] - cu[:-1]).max().item()  # one sync
+        moved = host.to(cu.device)  # one host-to-device copy
+        seen["moved_on_device"] = e.is_device(moved)
+        with pytest.raises(RuntimeError):
+            cu.item()  # three elements: raises before reading, no sync
+        seen["on_host"] = e.is_device(cu.cpu())  # one sync
+
+    ledger = counted(e, body)
+    assert seen == {"device": "cuda", "diff_on_device": True, "max": 5, "moved_on_device": True,
+                    "on_host": False}
+    assert len(ledger.host_syncs) == 2
+    assert len(ledger.host_to_device_copies) == 1
+
+
+def test_the_modelled_release_agrees():
+    result = sd.run("0.5.23", 12, list(sd.BACKEND_CLASSES), 7, None, _core)
+    assert all(row["differ"] == 0 for row in result["backends"].values()), result["rules"]
+    assert sum(row["calls"] for row in result["backends"].values()) >= 9 * 10 * 3 // 4
+
+
+def test_a_release_that_differs_is_listed_by_rule():
+    # 0.5.18's VisionFlash4Attention has no list branch: the graph runner's
+    # [cu_seqlens, max_seqlen] fails its tensor assertion there.
+    engine("0.5.18")
+    result = sd.run("0.5.18", 150, ["fa4"], 11, None, _core)
+    assert result["judged_as"] == "0.5.23"
+    assert result["backends"]["fa4"]["differ"] > 0
+    assert any("AssertionError: cu_seqlens must be a torch.Tensor" in rule
+               for rule in result["rules"]), list(result["rules"])

@@ -1,0 +1,812 @@
+"""SGLang's own code as the judge of faithful mode.
+
+    python -m varlen.sglang_differential [--sglang=VERSION[,VERSION...]] [--calls=N]
+        [--backends=NAME,...] [--seed=S] [--save=DIR] [--json=FILE]
+
+For each generated call (the property generators' calls: every form of
+cu_seqlens, max_seqlen, metadata, keyword, entry and graph mode) and each of
+SGLang's nine vision backends, the same call is made twice:
+
+* faithful mode predicts it (the C++ contract, varlen._core.faithful_call):
+  the exception and its message, or the kernel's arguments; and the host
+  syncs and host-to-device copies of the call;
+* SGLang's real backend class runs it, from the wheel of that version, on the
+  CPU with real torch. Its kernels (flash_attn_varlen_func for fa3, fa4, amx
+  and xpu, aiter's, cudnn_batch_prefill_with_kv_cache, the NPU's fused
+  kernel, the Triton launcher) are capture shims: they record every argument
+  and return an output of the right shape; sdpa runs torch for real. Tensors
+  that stand for device tensors are host tensors of a subclass, and a torch
+  function mode counts every host read of one (.item(), .tolist(), bool(),
+  int(), .cpu(), .to("cpu")) as a host sync, every move of a host tensor to
+  the device as a host-to-device copy, and reports q.device as "cuda".
+
+The two are compared on the outcome (exception type and message), every
+kernel argument, and the counts. A version name is one of the modelled
+versions (0.5.23; 0026249, read from the 0.5.18 wheel, whose vision.py
+matches the commit on every backend but VisionIntelXPUAttention: the commit
+reads forward_metadata and the max_seqlen keyword there, 0.5.18 does not), or
+any other SGLang release: its wheel is downloaded (pip download --no-deps) and
+compared with the latest modelled version, and the differences are printed
+grouped by rule, which is what changed in the contract.
+
+What it does not cover: the attention layer (VisionAttention) is the C++
+model's (the calls are the backend's own, as the layer hands them over), the
+metadata builders are the C++ model's, the kernels' own entry checks and
+numerics are not run (the corpus and the pytest tier run SGLang's sdpa and
+Triton kernel for real), and a CPU tensor is never a real device tensor, so
+torch's own device-mismatch errors do not occur.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import contextvars
+import glob
+import hashlib
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Tuple
+
+from varlen import _engine_source
+
+VISION_FILE = "sglang/srt/layers/attention/vision.py"
+BACKEND_CLASSES = {
+    "triton_attn": "VisionTritonAttention",
+    "sdpa": "VisionSdpaAttention",
+    "fa3": "VisionFlash3Attention",
+    "fa4": "VisionFlash4Attention",
+    "flashinfer_cudnn": "VisionFlashInferAttention",
+    "ascend_attn": "VisionAscendAttention",
+    "aiter_attn": "VisionAiterAttention",
+    "amx_attn": "VisionAMXAttention",
+    "xpu_attn": "VisionIntelXPUAttention",
+}
+ROOTS = tuple(BACKEND_CLASSES.values()) + ("VisionAttentionMetadata", "SingletonCache")
+REAL_MODULES = ("__future__", "dataclasses", "functools", "math", "warnings", "typing",
+                "torch", "torch.nn", "torch.nn.functional", "einops")
+
+
+class Release:
+    """An SGLang release on PyPI, pinned where it is known."""
+
+    def __init__(self, wheel_version: str, wheel_sha256: Optional[str] = None,
+                 vision_sha256: Optional[str] = None, models: Optional[str] = None, note: str = ""):
+        self.wheel_version = wheel_version
+        self.wheel_sha256 = wheel_sha256
+        self.vision_sha256 = vision_sha256
+        self.models = models  # the faithful-mode version it is judged against
+        self.note = note
+
+    @property
+    def wheel_name(self) -> str:
+        return f"sglang-{self.wheel_version}-cp311-cp311-manylinux_2_34_x86_64.whl"
+
+
+# The versions faithful mode models, and the wheels that hold their code.
+RELEASES = {
+    "0.5.23": Release("0.5.23",
+                      "00b3cd5b265ac76c64185fbb6b95424f324ddd9f428d0306b77bc9db9d859937",
+                      "cf52c360c4ad29d2214cd389d676df0329f4ab38071c6416e1de6a6a70b0d1a0",
+                      models="0.5.23"),
+    "0026249": Release("0.5.18",
+                       "e97b585dd2d5db2802599feba47c84cce972f5e1231a6816fef996200207b5cf",
+                       "795bada73958dc378d166407e10042e4653b6bcfad0bdef162fc0d94159fc652",
+                       models="0026249",
+                       note="0.5.18's vision.py, which matches commit 0026249 on every backend "
+                            "but VisionIntelXPUAttention (the commit reads forward_metadata and "
+                            "the max_seqlen keyword there)"),
+    "0.5.18": Release("0.5.18",
+                      "e97b585dd2d5db2802599feba47c84cce972f5e1231a6816fef996200207b5cf",
+                      "795bada73958dc378d166407e10042e4653b6bcfad0bdef162fc0d94159fc652"),
+    "0.5.21": Release("0.5.21",
+                      "96c029f75dec99baa33a5db3d41b1bebefdd6bcfba3a2f7c807fe1cf49a87c20",
+                      "02448653065b9edfe1062e6dcae9f12bab57b4abf615180f305ed166ac477aec"),
+}
+LATEST_MODELLED = "0.5.23"
+
+
+def _passes_metadata_or_max(d: dict) -> bool:
+    return d["forward_metadata"] is not None or d["kwargs"].get("max_seqlen") is not None
+
+
+# Differences that are known and why: (version, backend, which calls, reason).
+EXPLAINED = [
+    ("0026249", "xpu_attn", _passes_metadata_or_max,
+     "0.5.18's VisionIntelXPUAttention ignores forward_metadata and the max_seqlen keyword "
+     "(resolve_max_seqlen); commit 0026249's reads both (resolve_precomputed_max_seqlen)"),
+]
+
+
+def wheels_dir() -> Path:
+    """$VARLEN_WHEELS, else build/python-env/wheels of the source tree this
+    module lies in (also when it runs from a build tree inside it)."""
+    if os.environ.get("VARLEN_WHEELS"):
+        return Path(os.environ["VARLEN_WHEELS"])
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "CMakeLists.txt").is_file() and (parent / "python" / "pyproject.toml").is_file():
+            return parent / "build" / "python-env" / "wheels"
+    return here.parents[2] / "build" / "python-env" / "wheels"
+
+
+def fetch_wheel(release: Release) -> str:
+    """The release's wheel in wheels_dir(), downloaded when missing, checked by hash."""
+    directory = wheels_dir()
+    path = directory / release.wheel_name
+    if not path.is_file():
+        directory.mkdir(parents=True, exist_ok=True)
+        print(f"sglang-differential: downloading sglang=={release.wheel_version}", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+                        "--only-binary=:all:", "--python-version", "3.11", "--implementation",
+                        "cp", "--platform", "manylinux_2_34_x86_64", "--dest", str(directory),
+                        f"sglang=={release.wheel_version}"], check=True)
+        if not path.is_file():
+            found = sorted(glob.glob(str(directory / f"sglang-{release.wheel_version}-*.whl")))
+            if not found:
+                raise _engine_source.Unavailable(f"pip downloaded no wheel of sglang "
+                                                 f"{release.wheel_version} into {directory}")
+            path = Path(found[-1])
+    if release.wheel_sha256 is not None:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        if digest != release.wheel_sha256:
+            raise _engine_source.Unavailable(f"{path} has SHA-256 {digest}, not the pinned "
+                                             f"{release.wheel_sha256}")
+    return str(path)
+
+
+# --- tensors that stand for device tensors -----------------------------------------------
+
+
+class Ledger:
+    """What one call made the device do."""
+
+    def __init__(self):
+        self.host_syncs: List[str] = []
+        self.host_to_device_copies: List[str] = []
+
+
+_LEDGER: contextvars.ContextVar = contextvars.ContextVar("varlen_differential_ledger")
+
+
+def _torch():
+    import torch
+    return torch
+
+
+def _device_classes():
+    torch = _torch()
+    from torch.overrides import TorchFunctionMode
+    from torch.utils import _pytree
+
+    class DeviceTensor(torch.Tensor):
+        """A host tensor standing for a device tensor (see DeviceMode)."""
+
+        __torch_function__ = torch._C._disabled_torch_function_impl
+
+    def is_device(x) -> bool:
+        return isinstance(x, DeviceTensor)
+
+    def plain(x):
+        return x.as_subclass(torch.Tensor) if is_device(x) else x
+
+    def on_device(x):
+        if isinstance(x, torch.Tensor) and not is_device(x):
+            return x.as_subclass(DeviceTensor)
+        return x
+
+    def wants_device(d) -> Optional[bool]:
+        """True for the device, False for the host, None when `d` names no device."""
+        if isinstance(d, torch.Tensor):
+            return is_device(d)
+        if isinstance(d, (str, torch.device)):
+            try:
+                return torch.device(d).type != "cpu"
+            except (RuntimeError, TypeError):
+                return None
+        return None
+
+    tensor = torch.Tensor
+    reads = {tensor.item, tensor.tolist, tensor.__bool__, tensor.__int__, tensor.__float__,
+             tensor.__index__, tensor.numpy}
+    moves = {tensor.to, tensor.cpu, tensor.cuda}
+    def property_of(func):
+        # A property's getter arrives as a fresh method-wrapper each time.
+        return getattr(func, "__self__", None) if getattr(func, "__name__", "") == "__get__" else None
+
+    class DeviceMode(TorchFunctionMode):
+        """Runs torch on host tensors as if the DeviceTensor ones lived on a GPU."""
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = dict(kwargs or {})
+            ledger = _LEDGER.get()
+            prop = property_of(func)
+            if prop is tensor.device:
+                return torch.device("cuda", 0) if is_device(args[0]) else func(*args)
+            if prop is tensor.is_cuda:
+                return is_device(args[0])
+            if func in reads and is_device(args[0]):
+                out = func(plain(args[0]), *args[1:], **kwargs)  # a read that fails reads nothing
+                ledger.host_syncs.append(getattr(func, "__name__", str(func)))
+                return out
+            if func in moves:
+                source = args[0]
+                if func is tensor.cpu:
+                    target = False
+                elif func is tensor.cuda:
+                    target = True
+                else:
+                    target = None
+                    rest = []
+                    for a in args[1:]:
+                        w = wants_device(a)
+                        if w is None:
+                            rest.append(a)
+                        else:
+                            target = w
+                            if isinstance(a, torch.Tensor):  # .to(other): its dtype too
+                                rest.append(a.dtype)
+                    if "device" in kwargs:
+                        target = wants_device(kwargs.pop("device"))
+                    args = (source, *rest)
+                if target is None:
+                    target = is_device(source)
+                if is_device(source) and not target:
+                    ledger.host_syncs.append(f"{getattr(func, '__name__', 'to')}(cpu)")
+                elif not is_device(source) and target:
+                    ledger.host_to_device_copies.append(getattr(func, "__name__", "to"))
+                call_args = [plain(a) for a in args]
+                if func is tensor.cuda:
+                    out = call_args[0].clone() if kwargs.get("copy") else call_args[0]
+                elif func is tensor.cpu:
+                    out = call_args[0]
+                else:
+                    out = func(*call_args, **kwargs)
+                return on_device(out) if target else plain(out)
+            device = kwargs.get("device")
+            wanted = wants_device(device) if device is not None else None
+            if wanted:
+                kwargs["device"] = "cpu"
+            flat = _pytree.tree_leaves((args, kwargs))
+            any_device = any(is_device(x) for x in flat)
+            out = func(*_pytree.tree_map(plain, args), **_pytree.tree_map(plain, kwargs))
+            if wanted or (any_device and wanted is not False):
+                out = _pytree.tree_map(on_device, out)
+            return out
+
+    return DeviceTensor, DeviceMode, is_device, plain
+
+
+# --- the kernels, as capture shims -------------------------------------------------------
+
+
+class Capture:
+    """The arguments the backend handed its kernel, for one call."""
+
+    def __init__(self):
+        self.kernel: Optional[str] = None
+        self.args: Dict[str, Any] = {}
+
+
+_CAPTURE: contextvars.ContextVar = contextvars.ContextVar("varlen_differential_capture")
+
+
+def _record(kernel: str, **args):
+    capture = _CAPTURE.get()
+    if capture.kernel is not None:
+        raise RuntimeError(f"{kernel} called after {capture.kernel} in one forward")
+    capture.kernel = kernel
+    capture.args = args
+
+
+def _output_like(q, v):
+    torch = _torch()
+    return torch.zeros(q.shape[0], q.shape[1], v.shape[-1], dtype=q.dtype, device=q.device)
+
+
+def flash_attn_func(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                    softmax_scale=None, window_size=(-1, -1), sinks=None, ver=3, causal=False):
+    _record("flash_attn_varlen_func_fa4" if ver == 4 else "flash_attn_varlen_func", q=q, k=k, v=v,
+            cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
+            max_seqlen_k=max_seqlen_k, softmax_scale=softmax_scale, causal=causal)
+    return _output_like(q, v)
+
+
+def flash_attn_varlen_func(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                           softmax_scale=None, causal=False, window_size=(-1, -1), sinks=None):
+    return flash_attn_func(q, k, v, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k,
+                           max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
+                           softmax_scale=softmax_scale, causal=causal)
+
+
+def context_attention_fwd(q, k, v, o, b_start_loc, b_seq_len, max_input_len, is_causal=True,
+                          sm_scale=None):
+    _record("context_attention_fwd", q=q, k=k, v=v, o=o, cu_seqlens=b_start_loc,
+            seq_lens=b_seq_len, max_seqlen=max_input_len, scale=sm_scale, causal=is_causal)
+
+
+def cudnn_batch_prefill_with_kv_cache(q, k, v, scale, workspace_buffer, *, max_token_per_sequence,
+                                      max_sequence_kv, actual_seq_lens_q, actual_seq_lens_kv,
+                                      causal, return_lse, batch_offsets_q, batch_offsets_k,
+                                      batch_offsets_v, batch_offsets_o,
+                                      is_cuda_graph_compatible=False, **rest):
+    _record("cudnn_batch_prefill_with_kv_cache", q=q, scale=scale,
+            max_token_per_sequence=max_token_per_sequence, max_sequence_kv=max_sequence_kv,
+            actual_seq_lens_q=actual_seq_lens_q, actual_seq_lens_kv=actual_seq_lens_kv,
+            causal=causal, batch_offsets_q=batch_offsets_q, batch_offsets_k=batch_offsets_k,
+            batch_offsets_v=batch_offsets_v, batch_offsets_o=batch_offsets_o)
+    return _output_like(q, v), None
+
+
+def npu_fused_infer_attention_score(*, query, key, value, actual_seq_lengths, actual_seq_lengths_kv,
+                                    scale, num_heads, num_key_value_heads, sparse_mode,
+                                    input_layout):
+    _record("npu_fused_infer_attention_score", q=query, actual_seq_lengths=actual_seq_lengths,
+            actual_seq_lengths_kv=actual_seq_lengths_kv, scale=scale, num_heads=num_heads,
+            num_key_value_heads=num_key_value_heads, input_layout=input_layout)
+    # The kernel's own check, which SGLang's padding removal works around.
+    if query.shape[0] != actual_seq_lengths[-1]:
+        raise RuntimeError(f"queryT({query.shape[0]}) must be equal to the last element of "
+                           f"actualSequenceLengthQ({actual_seq_lengths[-1]})")
+    return (_output_like(query, value),)
+
+
+# --- SGLang's code ---------------------------------------------------------------------
+
+
+_GRAPH_MODE: contextvars.ContextVar = contextvars.ContextVar("varlen_differential_graph",
+                                                             default=False)
+
+
+class _GraphModeSwitch:
+    def get(self) -> bool:
+        return _GRAPH_MODE.get()
+
+
+def load_vision(wheel: str, release: Release) -> types.ModuleType:
+    """vision.py's nine backend classes from `wheel`, on a platform where every
+    one constructs, with the shims above as their kernels."""
+    source = _engine_source.read_member(wheel, VISION_FILE, release.vision_sha256,
+                                        f"the SGLang {release.wheel_version} code")
+    true = lambda: True  # noqa: E731 - every platform check passes
+    stubs = {
+        "envs": types.SimpleNamespace(SGLANG_VIT_ENABLE_CUDA_GRAPH=_GraphModeSwitch()),
+        "is_cpu": true, "is_cuda": true, "is_hip": true, "is_musa": lambda: False,
+        "is_npu": true, "is_xpu": true, "cpu_has_amx_support": true,
+        "get_parallel": lambda: types.SimpleNamespace(attn_tp_size=1, attn_tp_rank=0),
+        "flash_attn_func": flash_attn_func,
+        "flash_attn_varlen_func": flash_attn_varlen_func,
+        "context_attention_fwd": context_attention_fwd,
+        "cudnn_batch_prefill_with_kv_cache": cudnn_batch_prefill_with_kv_cache,
+        "torch_npu": types.SimpleNamespace(
+            npu_fused_infer_attention_score=npu_fused_infer_attention_score),
+    }
+    aiter = types.ModuleType("aiter")
+    aiter.flash_attn_varlen_func = lambda **kw: _aiter(**kw)
+    name = f"varlen_sglang_{release.wheel_version.replace('.', '_')}_vision"
+    return _engine_source.load_module(name, source, f"{wheel}/{VISION_FILE}", ROOTS, stubs,
+                                      REAL_MODULES,
+                                      imports=lambda what: aiter if what == "aiter" else None)
+
+
+def _aiter(*, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, softmax_scale):
+    _record("aiter.flash_attn_varlen_func", q=q, k=k, v=v, cu_seqlens_q=cu_seqlens_q,
+            cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
+            softmax_scale=softmax_scale, causal=False)
+    return _output_like(q, v)
+
+
+# --- one call ---------------------------------------------------------------------------
+
+
+class Engine:
+    """One release's backend classes, ready to be called."""
+
+    def __init__(self, release: Release, wheel: str):
+        self.release = release
+        self.vision = load_vision(wheel, release)
+        self.DeviceTensor, self.DeviceMode, self.is_device, self.plain = _device_classes()
+
+    def _materialize(self, d: dict):
+        torch = _torch()
+        tensors: Dict[int, Any] = {}
+
+        def tensor(t):
+            key = t["id"]
+            if key not in tensors:
+                host = torch.from_dlpack(t["__tensor__"]).clone()
+                tensors[key] = host.as_subclass(self.DeviceTensor) if t["device"] == "cuda" else host
+            return tensors[key]
+
+        def value(v):
+            if isinstance(v, dict) and "__tensor__" in v:
+                return tensor(v)
+            if isinstance(v, dict) and "__cache__" in v:
+                cache = self.vision.SingletonCache()
+                if v["__cache__"] is not None:
+                    cache.set_data(tensor(v["__cache__"]))
+                return cache
+            if isinstance(v, list):
+                return [value(item) for item in v]
+            return v
+
+        return tensor, value
+
+    def call(self, d: dict) -> "Observation":
+        """What the backend class did with call `d`."""
+        tensor, value = self._materialize(d)
+        q, k, v = tensor(d["q"]), tensor(d["k"]), tensor(d["v"])
+        kwargs = {key: value(item) for key, item in d["kwargs"].items()}
+        if d["forward_metadata"] is not None:
+            fields = {key: value(item) for key, item in d["forward_metadata"].items()}
+            kwargs["forward_metadata"] = self.vision.VisionAttentionMetadata(**fields)
+        cls = getattr(self.vision, BACKEND_CLASSES[d["profile"]])
+        sdpa = d["sdpa"]
+        ledger, capture = Ledger(), Capture()
+        tokens = [_LEDGER.set(ledger), _CAPTURE.set(capture), _GRAPH_MODE.set(bool(d["graph_mode"]))]
+        raised = None
+        try:
+            with self.DeviceMode():
+                backend = cls(head_dim=int(q.shape[-1]), num_heads=int(q.shape[-2]),
+                              num_kv_heads=int(k.shape[-2]), dropout=0.0,
+                              flatten_batch=bool(sdpa["flatten_batch"]),
+                              softmax_in_single_precision=bool(sdpa["softmax_in_single_precision"]),
+                              softmax_scale=value(sdpa["softmax_scale"]), use_data_parallel=False,
+                              workspace_buffer=None)
+                backend.forward(q, k, v, bsz=d["bsz"], seq_len=d["seq_len"],
+                                cu_seqlens=value(d["cu_seqlens"]), **kwargs)
+        except Exception as e:  # the engine's exception is the observation
+            raised = (type(e).__name__, str(e))
+        finally:
+            _GRAPH_MODE.reset(tokens[2])
+            _CAPTURE.reset(tokens[1])
+            _LEDGER.reset(tokens[0])
+        return Observation(raised, capture, ledger, kwargs, tuple(q.shape))
+
+
+class Observation:
+    def __init__(self, raised, capture, ledger, kwargs, q_shape):
+        self.raised = raised  # (type name, message), or None
+        self.capture = capture
+        self.ledger = ledger
+        self.kwargs = kwargs  # as the backend got them (materialized)
+        self.q_shape = q_shape
+
+
+# --- comparing ---------------------------------------------------------------------------
+
+_DTYPE_NAMES = {"torch.int32": "int32", "torch.int64": "int64", "torch.float32": "float32",
+                "torch.float16": "float16", "torch.bfloat16": "bfloat16",
+                "torch.float64": "float64", "torch.bool": "bool"}
+
+
+def _default_scale(profile: str, head_dim: int) -> float:
+    # What each kernel computes from softmax_scale=None (varlen::DefaultSoftmaxScale).
+    if profile in ("triton_attn",):
+        return 1.0 / (head_dim ** 0.5)
+    if profile in ("fa4", "amx_attn", "sdpa"):
+        return 1.0 / math.sqrt(head_dim)
+    return head_dim ** -0.5
+
+
+class Comparer:
+    def __init__(self, engine: Engine):
+        self.engine = engine
+
+    def as_json(self, x):
+        """A captured argument as the C++ report writes a Value."""
+        torch = _torch()
+        if isinstance(x, torch.Tensor):
+            t = self.engine.plain(x)
+            values = t.reshape(-1).tolist()
+            j = {"tensor": values, "dtype": _DTYPE_NAMES.get(str(t.dtype), str(t.dtype)),
+                 "device": "cuda" if self.engine.is_device(x) else "cpu"}
+            if t.dim() != 1:
+                j["shape"] = list(t.shape)
+            return j
+        if isinstance(x, list):
+            return [self.as_json(item) for item in x]
+        if isinstance(x, self.engine.vision.SingletonCache):
+            data = x.get_data()
+            return {"singleton_cache": None if data is None else self.as_json(data)}
+        return x
+
+    def differences(self, d: dict, predicted: dict, seen: Observation) -> List[Tuple[str, str, str]]:
+        """(field, predicted, observed) for every difference."""
+        raised, ledger = seen.raised, seen.ledger
+        out: List[Tuple[str, str, str]] = []
+        want = predicted["raised"]
+        if want is not None and want[0] == "Unimplemented":
+            return [("not modelled", want[1], str(raised or "success"))]
+        if want is not None and raised is None and self._kernel_refuses(want, seen.capture):
+            return [("kernel entry", want[1], "")]
+        if (want is None) != (raised is None) or (want is not None and
+                                                   not _same_error(tuple(want), raised)):
+            out.append(("outcome", _outcome_text(want), _outcome_text(raised)))
+            return out
+        if want is None:
+            resolved = json.loads(predicted["resolved"])
+            out += self._argument_differences(d, resolved, seen)
+        if predicted["host_syncs"] != len(ledger.host_syncs):
+            out.append(("host syncs", str(predicted["host_syncs"]),
+                        f"{len(ledger.host_syncs)} ({', '.join(ledger.host_syncs)})"))
+        if predicted["host_to_device_copies"] != len(ledger.host_to_device_copies):
+            out.append(("host-to-device copies", str(predicted["host_to_device_copies"]),
+                        str(len(ledger.host_to_device_copies))))
+        return out
+
+    # A kernel's own type check, which faithful mode models where SGLang calls
+    # the kernel: "<kernel>(): argument '<name>' must be float, not str".
+    _KERNEL_TYPE_ERROR = re.compile(r"^[\w.]+\(\): argument '(\w+)' must be \w+, not (\w+)$")
+    _CAPTURED_AS = {"sm_scale": "scale", "max_input_len": "max_seqlen", "b_start_loc": "cu_seqlens",
+                    "b_seq_len": "seq_lens"}
+
+    def _kernel_refuses(self, want, capture: Capture) -> bool:
+        """SGLang reached the kernel with the argument faithful mode says its
+        entry refuses, of the type it names."""
+        match = self._KERNEL_TYPE_ERROR.match(want[1]) if want[0] == "TypeError" else None
+        if match is None or capture.kernel is None:
+            return False
+        name = self._CAPTURED_AS.get(match.group(1), match.group(1))
+        return name in capture.args and any(cls.__name__ == match.group(2)
+                                            for cls in type(capture.args[name]).__mro__)
+
+    def _argument_differences(self, d, resolved, seen: Observation):
+        profile = d["profile"]
+        head_dim = int(seen.q_shape[-1])
+        capture, kwargs = seen.capture, seen.kwargs
+        a = capture.args
+        pairs: List[Tuple[str, Any, Any]] = []
+        if profile == "sdpa":
+            return []  # torch ran for real; its mask is compared through the outcome only
+        if capture.kernel is None:
+            return [("kernel", "a kernel call", "no kernel call")]
+        if profile in ("fa3", "fa4", "aiter_attn", "amx_attn", "xpu_attn"):
+            if a["cu_seqlens_k"] is not a["cu_seqlens_q"] or a["max_seqlen_k"] is not a["max_seqlen_q"]:
+                pairs.append(("q and k arguments", "the same objects", "different objects"))
+            scale = a["softmax_scale"]
+            pairs += [("cu_seqlens", resolved["cu_seqlens"], self.as_json(a["cu_seqlens_q"])),
+                      ("max_seqlen", resolved["max_seqlen"], self.as_json(a["max_seqlen_q"])),
+                      ("scale", resolved["scale"],
+                       _default_scale(profile, head_dim) if scale is None else scale)]
+        elif profile == "triton_attn":
+            scale = a["scale"]
+            ws = kwargs.get("output_ws")
+            pairs += [("cu_seqlens", resolved["cu_seqlens"], self.as_json(a["cu_seqlens"])),
+                      ("seq_lens", resolved["seq_lens"], self.as_json(a["seq_lens"])),
+                      ("max_seqlen", resolved["max_seqlen"], self.as_json(a["max_seqlen"])),
+                      ("output_from_workspace", resolved["output_from_workspace"],
+                       a["o"] is ws and "output_ws" in kwargs and d["graph_mode"]
+                       and d["forward_metadata"] is None),
+                      ("scale", resolved["scale"],
+                       _default_scale(profile, head_dim) if scale is None else scale)]
+        elif profile == "flashinfer_cudnn":
+            if a["batch_offsets_k"] is not a["batch_offsets_q"]:
+                pairs.append(("batch_offsets_k", "batch_offsets_q", "another tensor"))
+            pairs += [("actual_seq_lens", resolved["actual_seq_lens"],
+                       self.as_json(a["actual_seq_lens_q"])),
+                      ("batch_offsets_qk", resolved["batch_offsets_qk"],
+                       self.as_json(a["batch_offsets_q"])),
+                      ("batch_offsets_v", resolved["batch_offsets_v"],
+                       self.as_json(a["batch_offsets_v"])),
+                      ("batch_offsets_o", resolved["batch_offsets_o"],
+                       self.as_json(a["batch_offsets_o"])),
+                      ("max_token_per_sequence", resolved["max_token_per_sequence"],
+                       a["max_token_per_sequence"]),
+                      ("max_sequence_kv", resolved["max_sequence_kv"], a["max_sequence_kv"]),
+                      ("scale", resolved["scale"], a["scale"])]
+        elif profile == "ascend_attn":
+            pairs += [("actual_seq_lengths", resolved["actual_seq_lengths"],
+                       a["actual_seq_lengths"]),
+                      ("actual_seq_lengths_kv", resolved["actual_seq_lengths"],
+                       a["actual_seq_lengths_kv"]),
+                      ("scale", resolved["scale"], a["scale"]),
+                      ("rows given to the kernel",
+                       sum(max(e - s, 0) for s, e in
+                           zip([0] + resolved["actual_seq_lengths"][:-1],
+                               resolved["actual_seq_lengths"])) if resolved["padded"]
+                       else int(seen.q_shape[0]),
+                       int(a["q"].shape[0]))]
+        return [(name, _text(p), _text(o)) for name, p, o in pairs if not _same(p, o)]
+
+
+# Messages faithful mode cannot predict to the character, and why.
+_LOOSE_MESSAGES = [
+    # torch's CPU gather (q[valid_indices], ascend_attn's padding removal)
+    # reports an out-of-range index in its own iteration order; faithful mode
+    # names the first one.
+    re.compile(r"^index \d+ is out of bounds for dimension 0 with size (\d+)$"),
+]
+
+
+def _same_error(want, raised) -> bool:
+    if want == raised:
+        return True
+    if want[0] != raised[0]:
+        return False
+    for loose in _LOOSE_MESSAGES:
+        a, b = loose.match(want[1]), loose.match(raised[1])
+        if a and b and a.groups() == b.groups():
+            return True
+    return False
+
+
+def _same(p, o) -> bool:
+    if isinstance(p, float) or isinstance(o, float):  # a scale: bool and int are numbers
+        try:
+            return float(p) == float(o)
+        except (TypeError, ValueError):
+            return False
+    if type(p) is bool or type(o) is bool:
+        return type(p) is type(o) and p == o
+    return p == o
+
+
+def _text(x) -> str:
+    return json.dumps(x, default=repr) if not isinstance(x, str) else x
+
+
+def _outcome_text(raised) -> str:
+    return "success" if raised is None else f"{raised[0]}: {raised[1]}"
+
+
+def rule_of(profile: str, field: str, predicted: str, observed: str) -> str:
+    """A difference with its values taken out: one line per rule that differs."""
+    def kind(text):
+        try:
+            value = json.loads(text)
+        except ValueError:  # an outcome: the error and its message, numbers out
+            return re.sub(r"-?\d+(\.\d+)?(e-?\d+)?", "N", text)[:160]
+        if isinstance(value, dict) and "tensor" in value:
+            return f"an {value['dtype']} tensor on {value['device']}"
+        return type(value).__name__
+    a, b = kind(predicted), kind(observed)
+    if a == b:
+        return f"{profile}: {field}: the values differ ({a})"
+    return f"{profile}: {field}: faithful {a} / SGLang {b}"
+
+
+# --- the run ------------------------------------------------------------------------------
+
+
+def run(version: str, calls: int, backends: List[str], seed: int, save: Optional[str],
+        core, replay: Optional[List[str]] = None, verbose: bool = False) -> dict:
+    release = RELEASES.get(version) or Release(version)
+    modelled = release.models or LATEST_MODELLED
+    engine = Engine(release, fetch_wheel(release))
+    comparer = Comparer(engine)
+    table: Dict[str, Dict[str, int]] = {}
+    rules: Dict[str, Dict[str, Any]] = collections.OrderedDict()
+    started = time.monotonic()
+    for profile in backends:
+        row = {"calls": 0, "agree": 0, "kernel_entry": 0, "not_modelled": 0, "explained": 0,
+               "differ": 0, "builder_errors": 0}
+        explained = [(test, reason) for v, b, test, reason in EXPLAINED
+                     if v == version and b == profile]
+        if replay is None:
+            cases = core.generate_calls(calls, seed, profile, modelled)
+        else:  # replayed cases: each as this version's faithful call
+            cases = []
+            for t in replay:
+                c = json.loads(t)
+                if c["call"]["profile"] == profile:
+                    c.update(mode="faithful", sglang=modelled)
+                    c.pop("expect", None)
+                    cases.append(json.dumps(c))
+        for text in cases:
+            predicted = core.faithful_call(text)
+            if "builder_error" in predicted:
+                row["builder_errors"] += 1  # the C++ builders are not what is judged
+                continue
+            row["calls"] += 1
+            diffs = comparer.differences(predicted["call"], predicted,
+                                         engine.call(predicted["call"]))
+            if verbose and diffs:
+                print(f"{json.loads(text)['name']}: {json.dumps(diffs)[:2000]}", file=sys.stderr)
+            if not diffs:
+                row["agree"] += 1
+                continue
+            if diffs[0][0] == "kernel entry":
+                row["kernel_entry"] += 1
+                continue
+            reason = next((r for test, r in explained if test(predicted["call"])), None)
+            if diffs[0][0] == "not modelled":
+                row["not_modelled"] += 1
+            elif reason is not None:
+                row["explained"] += 1
+            else:
+                row["differ"] += 1
+            for field, p, o in diffs:
+                rule = rule_of(profile, field, p, o)
+                if reason is not None:
+                    rule = f"{rule}  [explained: {reason}]"
+                entry = rules.setdefault(rule, {"count": 0, "example": None, "field": field,
+                                                "predicted": p, "observed": o})
+                entry["count"] += 1
+                if entry["example"] is None:
+                    entry["example"] = json.loads(text)
+                    if save:
+                        Path(save).mkdir(parents=True, exist_ok=True)
+                        name = f"differential-{version}-{profile}-{len(rules)}.json"
+                        (Path(save) / name).write_text(text)
+        table[profile] = row
+        print(f"  {profile}: {row['calls']} calls, {row['differ']} differ", file=sys.stderr)
+    return {"sglang": version, "wheel": release.wheel_name, "judged_as": modelled,
+            "note": release.note, "seconds": round(time.monotonic() - started, 1),
+            "backends": table, "rules": rules}
+
+
+def print_report(result: dict, out=sys.stdout) -> None:
+    head = (f"SGLang {result['sglang']} ({result['wheel']}) against faithful mode "
+            f"{result['judged_as']}")
+    print(head, file=out)
+    if result["note"]:
+        print(f"  {result['note']}", file=out)
+    columns = ("calls", "agree", "kernel_entry", "not_modelled", "explained", "differ")
+    print("  " + f"{'backend':17s}" + "".join(f"{c:>14s}" for c in columns), file=out)
+    total = collections.Counter()
+    for profile, row in result["backends"].items():
+        total.update(row)
+        print("  " + f"{profile:17s}" + "".join(f"{row[c]:14d}" for c in columns), file=out)
+    print("  " + f"{'all':17s}" + "".join(f"{total[c]:14d}" for c in columns) +
+          f"   ({result['seconds']} s)", file=out)
+    if not result["rules"]:
+        print("  no differences", file=out)
+        return
+    print("  differences, by rule (count: one example's values):", file=out)
+    for rule, entry in sorted(result["rules"].items(), key=lambda kv: -kv[1]["count"]):
+        print(f"    {entry['count']:5d}  {rule}", file=out)
+        print(f"           e.g. faithful: {entry['predicted'][:200]}", file=out)
+        print(f"                SGLang:   {entry['observed'][:200]}", file=out)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="sglang-differential", description=__doc__.split("\n")[0])
+    parser.add_argument("--sglang", default="0.5.23,0026249",
+                        help="versions, comma-separated: modelled ones (0.5.23, 0026249) or any "
+                             "SGLang release (judged against the latest modelled version)")
+    parser.add_argument("--calls", type=int, default=1200, help="generated calls per backend")
+    parser.add_argument("--backends", default=",".join(BACKEND_CLASSES))
+    parser.add_argument("--seed", type=int, default=20261202)
+    parser.add_argument("--save", help="write one example case per rule that differs here")
+    parser.add_argument("--json", help="write the results as JSON here")
+    parser.add_argument("--cases", help="replay the case files of this directory (written by "
+                                        "--save) instead of generating calls")
+    parser.add_argument("--verbose", action="store_true", help="print every difference")
+    parser.add_argument("--expect-agreement", action="store_true",
+                        help="exit 1 unless every call agrees (not-modelled paths aside)")
+    args = parser.parse_args(argv)
+    from varlen import _core
+    backends = [b for b in args.backends.split(",") if b]
+    for b in backends:
+        if b not in BACKEND_CLASSES:
+            parser.error(f"--backends: {b!r} is not one of {', '.join(BACKEND_CLASSES)}")
+    results = []
+    for version in [v for v in args.sglang.split(",") if v]:
+        print(f"sglang-differential: SGLang {version}, {args.calls} calls x {len(backends)} "
+              f"backends", file=sys.stderr)
+        replay = None
+        if args.cases:
+            replay = [p.read_text() for p in sorted(Path(args.cases).glob("*.json"))]
+        result = run(version, args.calls, backends, args.seed, args.save, _core, replay,
+                     args.verbose)
+        print_report(result)
+        results.append(result)
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1, default=str))
+    if args.expect_agreement and any(row["differ"] for r in results
+                                     for row in r["backends"].values()):
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
