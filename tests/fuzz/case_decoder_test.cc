@@ -56,7 +56,7 @@ TEST(CaseDecoderTest, NoBytesDecodeToTheSimplestCall) {
   absl::StatusOr<Case> c = DecodeCase({});
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->mode, Mode::kFaithful);
-  EXPECT_EQ(c->call.profile, Profile::kFa3);
+  EXPECT_EQ(c->call.profile, AllProfiles().front());
   EXPECT_EQ(c->geometry.seq_lens, std::vector<int64_t>{0});
 }
 
@@ -99,7 +99,7 @@ TEST(CaseDecoderTest, RandomInputsReachEveryFormTheContractDistinguishes) {
     }
     if (c->call.forward_metadata.has_value()) builders.insert(c->call.forward_metadata->builder);
   }
-  EXPECT_EQ(profiles.size(), 4u);
+  EXPECT_EQ(profiles.size(), AllProfiles().size());
   EXPECT_EQ(kinds.size(), 9u) << "None, bool, int, float, str, tensor, list, cache, empty_like";
   EXPECT_EQ(dtypes.size(), 4u) << "int32, int64, float32, bool tensors";
   EXPECT_EQ(builders.size(), 3u);
