@@ -36,12 +36,58 @@ void SetKwarg(CallSpec* call, const std::string& key, ArgLiteral value) {
   call->kwargs.emplace_back(key, std::move(value));
 }
 
+// vLLM's well-formed spellings: cu_seqlens with max_seqlen as a 0-d tensor
+// (on the host or the device, int32 or int64), the builders' keywords,
+// sequence_lengths passed too (ignored, or checked to agree), uniform
+// offsets for one sequence, and for TORCH_SDPA any integer cu_seqlens.
+std::vector<CallForm> VllmWellFormedForms(const Case& c) {
+  const Geometry& g = c.geometry;
+  const Profile profile = c.call.profile;
+  const std::vector<int64_t> offsets = OffsetsOf(g.seq_lens);
+  std::vector<CallForm> forms;
+  auto add = [&](std::string label, bool prepared, auto&& edit) {
+    Case form = c;
+    SetCorrectCall(&form, profile, prepared);
+    edit(&form.call);
+    forms.push_back({std::move(label), form.call});
+  };
+  auto max_tensor = [&](DType dtype, Device device) {
+    return ArgLiteral::IntScalarTensor(g.longest(), dtype, device);
+  };
+  add("the default spelling", /*prepared=*/false, [](CallSpec*) {});
+  if (profile == Profile::kVllmFlashinfer) return forms;  // the builders are its one input
+  add("the encoder metadata builders' keywords", true, [](CallSpec*) {});
+  add("sequence_lengths passed too", false, [&](CallSpec* call) {
+    SetKwarg(call, "sequence_lengths",
+             ArgLiteral::IntTensor(g.seq_lens, DType::kInt32, Device::kCuda));
+  });
+  if (profile == Profile::kVllmTorchSdpa) {
+    add("cu_seqlens int64 on the host", false, [&](CallSpec* call) {
+      call->cu_seqlens = ArgLiteral::IntTensor(offsets, DType::kInt64, Device::kCpu);
+    });
+    return forms;
+  }
+  add("max_seqlen as a host int64 tensor", false,
+      [&](CallSpec* call) { SetKwarg(call, "max_seqlen", max_tensor(DType::kInt64, Device::kCpu)); });
+  add("max_seqlen as a device int32 tensor", false, [&](CallSpec* call) {
+    SetKwarg(call, "max_seqlen", max_tensor(DType::kInt32, Device::kCuda));
+  });
+  if (g.seq_lens.size() == 1 && g.total_tokens() > 0) {
+    add("cu_seqlens and max_seqlen None (one sequence)", false, [&](CallSpec* call) {
+      call->cu_seqlens = ArgLiteral::None();
+      std::erase_if(call->kwargs, [](const auto& kv) { return kv.first == "max_seqlen"; });
+    });
+  }
+  return forms;
+}
+
 // Every well-formed spelling of c's arguments in c's calling convention that
 // the contract resolves to the same kernel arguments: the forms of
 // max_seqlen and cu_seqlens that resolve_precomputed_max_seqlen and the
 // casts accept, prepared metadata against keyword arguments, and both
 // entries.
 std::vector<CallForm> WellFormedForms(const Case& c) {
+  if (c.engine() == Engine::kVllm) return VllmWellFormedForms(c);
   const Geometry& g = c.geometry;
   const Profile profile = c.call.profile;
   const std::vector<int64_t> offsets = OffsetsOf(g.seq_lens);
@@ -167,9 +213,10 @@ std::string CheckGraphSafety(const Backend& backend, const Case& generated, Prop
   c.call.layout = QLayout::kPacked;
   const Profile profile = c.call.profile;
   // sdpa builds its mask on the host, ascend_attn its list of ends, by
-  // design; amx_attn runs on the CPU.
+  // design; amx_attn runs on the CPU; vLLM's TORCH_SDPA splits by
+  // cu_seqlens.tolist() (vllm-project/vllm#55882).
   if (profile == Profile::kSdpa || profile == Profile::kAscendAttn ||
-      profile == Profile::kAmxAttn) {
+      profile == Profile::kAmxAttn || profile == Profile::kVllmTorchSdpa) {
     return "";
   }
   SetCorrectCall(&c, profile, /*prepared=*/true, c.call.entry);
@@ -178,7 +225,10 @@ std::string CheckGraphSafety(const Backend& backend, const Case& generated, Prop
   // the metadata since 0.5.18 and derives max_seqlen from cu_seqlens on the
   // host; hardened mode must not.
   std::vector<Mode> modes = {Mode::kHardened};
-  if (backend.call_level()) modes.clear();  // an engine's own code has faithful mode's only
+  // An engine's own code has faithful mode's only. Hardened vLLM validates
+  // the builders' device tensors on the host: their offsets are not yet
+  // stamped as SGLang's hardened builders stamp theirs.
+  if (backend.call_level() || c.engine() == Engine::kVllm) modes.clear();
   const bool sglang_syncs = profile == Profile::kFlashinferCudnn ||
                             (profile == Profile::kXpuAttn &&
                              !BehaviorOf(c.sglang_version()).xpu_reads_metadata);
@@ -236,15 +286,19 @@ std::string CheckNoSilentCorruption(const Backend& backend, const Case& generate
   auto cu_with = [&](std::vector<int64_t> cu) {
     return [cu = std::move(cu)](CallSpec* call) {
       const ArgLiteral value = ArgLiteral::IntTensor(cu, DType::kInt32, Device::kCuda);
-      if (call->forward_metadata.has_value()) {
+      if (call->vllm_metadata.has_value()) {
+        call->vllm_metadata->cu_seqlens = ArgLiteral::IntTensor(cu, DType::kInt32, Device::kCpu);
+      } else if (call->forward_metadata.has_value()) {
         call->forward_metadata->cu_seqlens = value;
       } else {
         call->cu_seqlens = value;
       }
     };
   };
+  const bool vllm = c.engine() == Engine::kVllm;
   const bool has_prepared = profile != Profile::kSdpa;
-  const bool has_kwargs = profile != Profile::kSdpa && profile != Profile::kFlashinferCudnn;
+  const bool has_kwargs = profile != Profile::kSdpa && profile != Profile::kFlashinferCudnn &&
+                          profile != Profile::kVllmFlashinfer;
   if (offsets.size() > 2) {
     std::vector<int64_t> swapped = offsets;
     const size_t i = *rc::gen::inRange<size_t>(1, swapped.size() - 1);
@@ -262,12 +316,24 @@ std::string CheckNoSilentCorruption(const Backend& backend, const Case& generate
     corrupt("cu_seqlens[-1] short of the last token", has_prepared && !has_kwargs,
             cu_with(shorter));
   }
-  if (has_kwargs && longest > 0) {
+  if (has_kwargs && longest > 0 && vllm && profile != Profile::kVllmTorchSdpa) {
+    corrupt("max_seqlen one below the longest sequence", false, [&](CallSpec* call) {
+      SetKwarg(call, "max_seqlen",
+               ArgLiteral::IntScalarTensor(longest - 1, DType::kInt32, Device::kCpu));
+    });
+  } else if (has_kwargs && longest > 0 && !vllm) {
     corrupt("max_seqlen one below the longest sequence", false,
             [&](CallSpec* call) { SetKwarg(call, "max_seqlen", ArgLiteral::Int(longest - 1)); });
     corrupt("prepared max_seqlen one below the longest sequence", true, [&](CallSpec* call) {
       call->forward_metadata->max_seqlen = ArgLiteral::Int(longest - 1);
     });
+  }
+  if (profile == Profile::kVllmFlashinfer) {
+    const int64_t width = g.num_heads * g.head_dim;
+    corrupt(absl::StrCat("hidden_size ", 2 * width, " instead of ", width), true,
+            [width](CallSpec* call) { call->vllm_metadata->hidden_size = 2 * width; });
+    corrupt("v dense where the offsets assume the fused projection", true,
+            [](CallSpec* call) { call->layout = QLayout::kBatched; });
   }
   if (profile == Profile::kFlashinferCudnn) {
     const int64_t width = g.num_heads * g.head_dim;

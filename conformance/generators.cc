@@ -104,6 +104,37 @@ void FitBudget(Geometry* g, int64_t max_macs, int64_t min_head_dim) {
 
 namespace {
 
+// A wild case's call made a vLLM call: vLLM's one entry, none of SGLang's
+// switches, q as [1, T, H, D] or as drawn, sometimes the builders' keywords.
+void MakeVllmCall(Case* c) {
+  CallSpec& call = c->call;
+  c->geometry.head_dim_v = c->geometry.head_dim;
+  c->sglang.reset();
+  if (*rc::gen::arbitrary<bool>()) c->vllm = kLatestVllmVersion;
+  call.entry = Entry::kDirect;
+  call.graph_mode = false;
+  call.rotary = false;
+  call.sdpa = SdpaOptions{};
+  call.bsz.reset();
+  call.seq_len.reset();
+  if (*rc::gen::inRange(0, 3) != 0) {
+    call.layout = *rc::gen::element(QLayout::kBatched, QLayout::kBatchedFusedQkv);
+    call.seq_len = c->geometry.total_tokens();
+  }
+  if (*rc::gen::inRange(0, 3) == 0) {
+    VllmMetadataSpec m;
+    m.cu_seqlens = ArgLiteral::IntTensor(OffsetsOf(c->geometry.seq_lens),
+                                         *rc::gen::element(DType::kInt32, DType::kInt64),
+                                         Device::kCpu);
+    if (*rc::gen::arbitrary<bool>()) m.tp_size = *rc::gen::inRange<int64_t>(1, 3);
+    call.vllm_metadata = m;
+    call.cu_seqlens = ArgLiteral::None();
+    std::erase_if(call.kwargs, [](const auto& kv) {
+      return kv.first == "max_seqlen" || kv.first == "sequence_lengths";
+    });
+  }
+}
+
 // The calling conventions a forward case may use on `caps`.
 std::vector<Profile> ForwardProfiles(const BackendCapabilities& caps) {
   if (!caps.profiles.empty()) return caps.profiles;
@@ -210,6 +241,7 @@ rc::Gen<Case> GenCase(const GeometryLimits& limits) {
       call.bsz = *rc::gen::inRange<int64_t>(1, 4);
       call.seq_len = *rc::gen::inRange<int64_t>(0, 50);
     }
+    if (EngineOf(call.profile) == Engine::kVllm) MakeVllmCall(&c);
     if (*rc::gen::arbitrary<bool>()) {
       Expectation e;
       e.outcome = *rc::gen::element(Expectation::Outcome::kError, Expectation::Outcome::kSuccess,
@@ -281,8 +313,10 @@ void DrawForwardCall(const BackendCapabilities& caps,
   const Entry entry =
       g.total_tokens() > 0 && *rc::gen::arbitrary<bool>() ? Entry::kLayer : Entry::kDirect;
   SetCorrectCall(c, profile, prepared, entry);
+  if (EngineOf(profile) == Engine::kVllm) c->sglang.reset();
   if (caps.strided_inputs && ProfileTakesFusedQkv(profile, g) && *rc::gen::inRange(0, 3) == 0) {
-    c->call.layout = QLayout::kFusedQkv;
+    c->call.layout =
+        EngineOf(profile) == Engine::kVllm ? QLayout::kBatchedFusedQkv : QLayout::kFusedQkv;
   }
 }
 

@@ -106,7 +106,9 @@ class Decoder {
 
   CallSpec DecodeCall() {
     CallSpec call;
-    const absl::Span<const Profile> profiles = AllProfiles();
+    // SGLang's profiles: the decoder spells SGLang's argument forms (vLLM's
+    // calls come from the property generators and the corpus).
+    const absl::Span<const Profile> profiles = ProfilesOf(Engine::kSglang);
     call.profile = profiles[in_.ConsumeIntegralInRange<size_t>(0, profiles.size() - 1)];
     call.entry = in_.ConsumeBool() ? Entry::kLayer : Entry::kDirect;
     call.graph_mode = in_.ConsumeIntegralInRange<int>(0, 3) == 0;

@@ -73,7 +73,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                            layer ? varlen::Entry::kLayer : varlen::Entry::kDirect);
     if (wild.call.layout == varlen::QLayout::kFusedQkv && backend->capabilities().strided_inputs &&
         varlen::ProfileTakesFusedQkv(profile, wild.geometry)) {
-      c.call.layout = varlen::QLayout::kFusedQkv;
+      c.call.layout = varlen::EngineOf(profile) == varlen::Engine::kVllm
+                          ? varlen::QLayout::kBatchedFusedQkv
+                          : varlen::QLayout::kFusedQkv;
     }
     auto same = std::find_if(runners.begin(), runners.end(),
                              [&](const auto& runner) { return runner->test_case() == c; });

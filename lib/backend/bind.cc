@@ -255,8 +255,24 @@ absl::StatusOr<KernelCall> BindFlashinferCudnn(const ResolvedArgs& resolved,
   const Tensor q3 = FlattenBatch(resolved.q), k3 = FlattenBatch(resolved.k),
                v3 = FlattenBatch(resolved.v);
   KernelCallBuilder builder(q3, k3, v3, args.scale, q3.dtype());
-  builder.AssumeDenseInputs();
+  if (!args.inputs_as_strided) builder.AssumeDenseInputs();
   const int64_t batch = args.actual_seq_lens.numel();
+  for (const Tensor* t : {&args.actual_seq_lens, &args.batch_offsets_qk, &args.batch_offsets_v,
+                          &args.batch_offsets_o}) {
+    // vLLM passes them as the caller gave them (SGLang's resolution made
+    // them int32 on q's device).
+    if (args.inputs_as_strided && (t->dtype() != DType::kInt32 || t->device() != q3.device())) {
+      return absl::UnimplementedError(absl::StrCat(
+          "cudnn_batch_prefill_with_kv_cache given ", DTypeName(t->dtype()), " lengths or offsets on ",
+          DeviceName(t->device()), ": cuDNN's response is not modelled"));
+    }
+    if (t != &args.actual_seq_lens && t->numel() < batch) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "cudnn_batch_prefill_with_kv_cache reads ", batch, " offsets per section (one per "
+          "entry of actual_seq_lens) but a section has ", t->numel(),
+          ": the kernel would read past the buffer"));
+    }
+  }
   for (int64_t b = 0; b < batch; ++b) {
     // Device-side reads by the kernel: no host sync. k shares q's offsets.
     const int64_t qk = args.batch_offsets_qk.IntAt(b);
@@ -284,8 +300,31 @@ absl::StatusOr<Tensor> CuSeqlensArgument(const Value& cu, absl::string_view func
   return cu.as_tensor();
 }
 
-// The entry checks are FlashAttention's (fa3); the other kernels of the
-// family are modelled with the same checks.
+absl::Status RuntimeError(absl::string_view message) {
+  return PythonError(PyErrorKind::kRuntimeError, message);
+}
+
+// FlashAttention's C++ entry checks on cu_seqlens_q, in the order of the
+// build: FA2's mha_varlen_fwd checks the dtype, then the device, then
+// contiguity; FA3's mha_fwd the device, contiguity, then the dtype.
+// SGLang's wrappers (fa_version 0) cast and move first; their kernels are
+// modelled with FA2's order.
+absl::Status CheckFlashCuSeqlens(const Tensor& cu, const Tensor& q, int fa_version) {
+  const bool int32 = cu.dtype() == DType::kInt32, on_device = cu.device() == q.device();
+  if (fa_version == 3) {
+    if (!on_device) return RuntimeError("cu_seqlens_q must be on CUDA");
+    if (!cu.is_contiguous()) return RuntimeError("cu_seqlens_q must be contiguous");
+    if (!int32) return RuntimeError("cu_seqlens_q must have dtype torch.int32");
+    return absl::OkStatus();
+  }
+  if (!int32) return RuntimeError("cu_seqlens_q must have dtype int32");
+  if (!on_device) return RuntimeError("cu_seqlens_q must be on CUDA");
+  if (!cu.is_contiguous()) return RuntimeError("cu_seqlens_q must be contiguous");
+  return absl::OkStatus();
+}
+
+// The entry checks are FlashAttention's; the other kernels of the family
+// are modelled with the same checks.
 absl::StatusOr<KernelCall> BindFlashVarlen(const ResolvedArgs& call, const FlashVarlenArgs& args) {
   const absl::string_view kFunction = args.kernel;
   if (call.q.dim() != 3) {
@@ -293,16 +332,29 @@ absl::StatusOr<KernelCall> BindFlashVarlen(const ResolvedArgs& call, const Flash
                        "q must have shape (total_q, num_heads, head_dim)");
   }
   VARLEN_ASSIGN_OR_RETURN(Tensor cu, CuSeqlensArgument(args.cu_seqlens, kFunction, "cu_seqlens_q"));
-  if (cu.dtype() != DType::kInt32) {
-    return PythonError(PyErrorKind::kRuntimeError, "cu_seqlens_q must have dtype int32");
-  }
-  if (cu.device() != call.q.device()) {
-    return PythonError(PyErrorKind::kRuntimeError, "cu_seqlens_q must be on CUDA");
+  VARLEN_RETURN_IF_ERROR(CheckFlashCuSeqlens(cu, call.q, args.fa_version));
+  if (args.fa_version != 0 && args.max_seqlen.kind() == Value::Kind::kFloat) {
+    return absl::UnimplementedError(absl::StrCat(
+        "max_seqlen_q=", args.max_seqlen.Repr(),
+        " (a float tensor's .item()): the FlashAttention op's dispatcher refuses a float for its "
+        "int argument; that message is not modelled"));
   }
   VARLEN_ASSIGN_OR_RETURN(int64_t max_seqlen,
                           IntArgument(args.max_seqlen, kFunction, "max_seqlen_q"));
-  KernelCallBuilder builder(call.q, call.k, call.v, args.scale, call.q.dtype());
   const int64_t batch = std::max<int64_t>(cu.numel() - 1, 0);
+  if (args.fa_version == 2) {
+    // mha_varlen_fwd swaps heads into the sequence axis for one-row queries
+    // under GQA, a reshape that assumes every sequence has exactly one row
+    // (Dao-AILab/flash-attention#1537).
+    const int64_t heads = call.q.size(1), kv_heads = call.k.size(1), dim = call.q.size(2);
+    if (max_seqlen == 1 && heads > kv_heads && dim % 8 == 0 && call.q.size(0) != batch) {
+      return RuntimeError(absl::StrCat("shape '[", batch, ", ", kv_heads, ", ", heads / kv_heads,
+                                       ", ", dim, "]' is invalid for input of size ",
+                                       call.q.numel()));
+    }
+    if (batch == 0) return RuntimeError("batch size must be positive");
+  }
+  KernelCallBuilder builder(call.q, call.k, call.v, args.scale, call.q.dtype());
   for (int64_t b = 0; b < batch; ++b) {
     // The kernel computes each length in int32: a wrapped offset gives a
     // wrapped length (huge, or negative and then no rows at all).
@@ -313,7 +365,8 @@ absl::StatusOr<KernelCall> BindFlashVarlen(const ResolvedArgs& call, const Flash
   const int32_t kernel_max = WrapInt32(max_seqlen);
   const int64_t rows = GridRows(kernel_max, kFa3BlockRows);
   builder.LimitRows(rows);
-  return builder.Finish(absl::StrCat(kFunction, ": ", batch, " sequences, max_seqlen=", max_seqlen,
+  return builder.Finish(absl::StrCat(kFunction, args.fa_version != 0 ? absl::StrCat(" (FA", args.fa_version, ")") : "",
+                                     ": ", batch, " sequences, max_seqlen=", max_seqlen,
                                      " -> rows covered per sequence ", rows));
 }
 

@@ -38,10 +38,11 @@ constexpr std::array<std::pair<Distribution, absl::string_view>, 8> kDistributio
     {Distribution::kSubnormal, "subnormal"},
 }};
 
-constexpr std::array<std::pair<QLayout, absl::string_view>, 3> kLayouts = {{
+constexpr std::array<std::pair<QLayout, absl::string_view>, 4> kLayouts = {{
     {QLayout::kPacked, "packed"},
     {QLayout::kBatched, "batched"},
     {QLayout::kFusedQkv, "fused_qkv"},
+    {QLayout::kBatchedFusedQkv, "batched_fused_qkv"},
 }};
 
 // The spelling of `value` in `table`.
@@ -133,6 +134,12 @@ ArgLiteral ArgLiteral::IntTensor(std::vector<int64_t> values, DType dtype, Devic
   t.device = device;
   t.ints = std::move(values);
   return Tensor(std::move(t));
+}
+
+ArgLiteral ArgLiteral::IntScalarTensor(int64_t value, DType dtype, Device device) {
+  ArgLiteral a = IntTensor({value}, dtype, device);
+  a.tensor.shape = Shape{};
+  return a;
 }
 
 bool ArgLiteral::operator==(const ArgLiteral& other) const {

@@ -359,14 +359,40 @@ absl::StatusOr<MetadataSpec> ReadMetadata(const json& j, const std::string& path
   return m;
 }
 
-absl::StatusOr<CallSpec> ReadCall(const json& j, const std::string& path) {
+absl::StatusOr<VllmMetadataSpec> ReadVllmMetadata(const json& j, const std::string& path) {
+  VARLEN_ASSIGN_OR_RETURN(ObjectReader r,
+                          ObjectReader::Open(j, path,
+                                             {"cu_seqlens", "hidden_size", "tp_size",
+                                              "fp8_padded_hidden_size", "device"}));
+  VllmMetadataSpec m;
+  VARLEN_ASSIGN_OR_RETURN(const json* cu, r.Required("cu_seqlens"));
+  VARLEN_ASSIGN_OR_RETURN(m.cu_seqlens, ReadArg(*cu, r.Path("cu_seqlens")));
+  if (const json* hidden = r.Optional("hidden_size")) {
+    VARLEN_ASSIGN_OR_RETURN(m.hidden_size, ReadInt(*hidden, r.Path("hidden_size")));
+  }
+  if (const json* tp = r.Optional("tp_size")) {
+    VARLEN_ASSIGN_OR_RETURN(m.tp_size, ReadInt(*tp, r.Path("tp_size")));
+  }
+  if (const json* fp8 = r.Optional("fp8_padded_hidden_size"); fp8 != nullptr && !fp8->is_null()) {
+    VARLEN_ASSIGN_OR_RETURN(m.fp8_padded_hidden_size,
+                            ReadInt(*fp8, r.Path("fp8_padded_hidden_size")));
+  }
+  VARLEN_RETURN_IF_ERROR(ReadEnum(r, "device", false, &ParseDevice, &m.device));
+  return m;
+}
+
+absl::StatusOr<CallSpec> ReadCall(const json& j, const std::string& path, Engine engine) {
   VARLEN_ASSIGN_OR_RETURN(
       ObjectReader r,
       ObjectReader::Open(j, path,
                          {"profile", "entry", "graph_mode", "layout", "rotary", "bsz", "seq_len",
-                          "cu_seqlens", "forward_metadata", "kwargs", "sdpa"}));
+                          "cu_seqlens", "forward_metadata", "vllm_metadata", "kwargs", "sdpa"}));
   CallSpec c;
-  VARLEN_RETURN_IF_ERROR(ReadEnum(r, "profile", true, &ParseProfile, &c.profile));
+  {
+    VARLEN_ASSIGN_OR_RETURN(const json* profile, r.Required("profile"));
+    VARLEN_ASSIGN_OR_RETURN(std::string name, ReadString(*profile, r.Path("profile")));
+    VARLEN_ASSIGN_OR_RETURN(c.profile, WithPath(ParseProfile(name, engine), r.Path("profile")));
+  }
   VARLEN_RETURN_IF_ERROR(ReadEnum(r, "entry", false, &ParseEntry, &c.entry));
   if (const json* graph = r.Optional("graph_mode")) {
     VARLEN_ASSIGN_OR_RETURN(c.graph_mode, ReadBool(*graph, r.Path("graph_mode")));
@@ -386,6 +412,11 @@ absl::StatusOr<CallSpec> ReadCall(const json& j, const std::string& path) {
       metadata != nullptr && !metadata->is_null()) {
     VARLEN_ASSIGN_OR_RETURN(c.forward_metadata,
                             ReadMetadata(*metadata, r.Path("forward_metadata")));
+  }
+  if (const json* metadata = r.Optional("vllm_metadata");
+      metadata != nullptr && !metadata->is_null()) {
+    VARLEN_ASSIGN_OR_RETURN(c.vllm_metadata,
+                            ReadVllmMetadata(*metadata, r.Path("vllm_metadata")));
   }
   if (const json* kwargs = r.Optional("kwargs")) {
     if (!kwargs->is_object()) return Expected(r.Path("kwargs"), "an object", *kwargs);
@@ -467,8 +498,9 @@ absl::StatusOr<Expectation> ReadExpectation(const json& j, const std::string& pa
 absl::StatusOr<Case> ReadCase(const json& j) {
   VARLEN_ASSIGN_OR_RETURN(ObjectReader r,
                           ObjectReader::Open(j, "$",
-                                             {"name", "source", "description", "sglang", "mode",
-                                              "geometry", "data", "call", "warmup", "expect"}));
+                                             {"name", "source", "description", "engine", "sglang",
+                                              "vllm", "mode", "geometry", "data", "call", "warmup",
+                                              "expect"}));
   Case c;
   VARLEN_ASSIGN_OR_RETURN(const json* name, r.Required("name"));
   VARLEN_ASSIGN_OR_RETURN(c.name, ReadString(*name, r.Path("name")));
@@ -477,9 +509,21 @@ absl::StatusOr<Case> ReadCase(const json& j) {
   if (const json* description = r.Optional("description")) {
     VARLEN_ASSIGN_OR_RETURN(c.description, ReadString(*description, r.Path("description")));
   }
+  Engine engine = Engine::kSglang;
+  VARLEN_RETURN_IF_ERROR(ReadEnum(r, "engine", false, &ParseEngine, &engine));
   if (const json* sglang = r.Optional("sglang")) {
+    if (engine != Engine::kSglang) {
+      return PathError(r.Path("sglang"), "an SGLang version names the engine of an sglang case");
+    }
     VARLEN_ASSIGN_OR_RETURN(std::string version, ReadString(*sglang, r.Path("sglang")));
     VARLEN_ASSIGN_OR_RETURN(c.sglang, WithPath(ParseSglangVersion(version), r.Path("sglang")));
+  }
+  if (const json* vllm = r.Optional("vllm")) {
+    if (engine != Engine::kVllm) {
+      return PathError(r.Path("vllm"), "a vLLM version needs \"engine\": \"vllm\"");
+    }
+    VARLEN_ASSIGN_OR_RETURN(std::string version, ReadString(*vllm, r.Path("vllm")));
+    VARLEN_ASSIGN_OR_RETURN(c.vllm, WithPath(ParseVllmVersion(version), r.Path("vllm")));
   }
   VARLEN_RETURN_IF_ERROR(ReadEnum(r, "mode", true, &ParseMode, &c.mode));
   VARLEN_ASSIGN_OR_RETURN(const json* geometry, r.Required("geometry"));
@@ -488,7 +532,7 @@ absl::StatusOr<Case> ReadCase(const json& j) {
     VARLEN_ASSIGN_OR_RETURN(c.data, ReadData(*data, r.Path("data")));
   }
   VARLEN_ASSIGN_OR_RETURN(const json* call, r.Required("call"));
-  VARLEN_ASSIGN_OR_RETURN(c.call, ReadCall(*call, r.Path("call")));
+  VARLEN_ASSIGN_OR_RETURN(c.call, ReadCall(*call, r.Path("call"), engine));
   if (const json* expect = r.Optional("expect")) {
     VARLEN_ASSIGN_OR_RETURN(c.expect, ReadExpectation(*expect, r.Path("expect")));
   }
@@ -637,10 +681,15 @@ absl::Status ValidateCall(const CallSpec& c, const Geometry& g) {
     VARLEN_RETURN_IF_ERROR(
         CheckRange(p + ".seq_len", *c.seq_len, 0, kMaxTotalTokens, "tokens per item"));
   }
-  if (c.layout == QLayout::kBatched) {
-    if (c.profile != Profile::kFlashinferCudnn) {
+  const bool vllm = EngineOf(c.profile) == Engine::kVllm;
+  if (c.layout == QLayout::kBatchedFusedQkv && !vllm) {
+    return PathError(p + ".layout", "batched_fused_qkv is a vLLM layout: SGLang's layer hands "
+                                    "backends [T, H, D]");
+  }
+  if (c.layout == QLayout::kBatched || c.layout == QLayout::kBatchedFusedQkv) {
+    if (c.profile != Profile::kFlashinferCudnn && !vllm) {
       return PathError(p + ".layout",
-                       "batched [b, s, h, d] q is only accepted by flashinfer_cudnn");
+                       "batched [b, s, h, d] q is only accepted by flashinfer_cudnn (and vLLM)");
     }
     if (!c.seq_len.has_value() || bsz * *c.seq_len != tokens) {
       return PathError(p + ".layout",
@@ -650,11 +699,55 @@ absl::Status ValidateCall(const CallSpec& c, const Geometry& g) {
                                     " (the total of geometry.seq_lens)"));
     }
   }
-  if (c.layout == QLayout::kFusedQkv && g.head_dim_v != g.head_dim) {
+  if ((c.layout == QLayout::kFusedQkv || c.layout == QLayout::kBatchedFusedQkv) &&
+      g.head_dim_v != g.head_dim) {
     return PathError(
         p + ".layout",
         absl::StrCat("fused_qkv needs geometry.head_dim_v == head_dim (", g.head_dim_v,
                      " != ", g.head_dim, "): one projection makes q, k and v with one head size"));
+  }
+  if (vllm) {
+    if (c.entry != Entry::kDirect) {
+      return PathError(p + ".entry", "vLLM has one entry, MMEncoderAttention.forward: leave "
+                                     "\"direct\"");
+    }
+    if (c.graph_mode || c.rotary || c.sdpa != SdpaOptions{}) {
+      return PathError(p, "graph_mode, rotary and sdpa are SGLang's; a vLLM call has none");
+    }
+    if (g.head_dim_v != g.head_dim) {
+      return PathError("$.geometry.head_dim_v",
+                       "MMEncoderAttention has one head_size for q, k and v");
+    }
+    if (c.vllm_metadata.has_value()) {
+      const VllmMetadataSpec& m = *c.vllm_metadata;
+      VARLEN_RETURN_IF_ERROR(ValidateArg(m.cu_seqlens, p + ".vllm_metadata.cu_seqlens"));
+      if (m.cu_seqlens.kind != ArgLiteral::Kind::kTensor || m.cu_seqlens.tensor.device != Device::kCpu ||
+          !IsIntegral(m.cu_seqlens.tensor.dtype) || m.cu_seqlens.tensor.shape.has_value()) {
+        return PathError(p + ".vllm_metadata.cu_seqlens",
+                         "the builders take host token offsets: a 1-d int32 or int64 cpu tensor");
+      }
+      VARLEN_RETURN_IF_ERROR(CheckRange(p + ".vllm_metadata.tp_size", m.tp_size, 1, kMaxHeads,
+                                        "tensor-parallel ranks"));
+      for (const auto& [name, value] : {std::pair<const char*, std::optional<int64_t>>{
+                                            "hidden_size", m.hidden_size},
+                                        {"fp8_padded_hidden_size", m.fp8_padded_hidden_size}}) {
+        if (value.has_value()) {
+          VARLEN_RETURN_IF_ERROR(CheckRange(absl::StrCat(p, ".vllm_metadata.", name), *value, 1,
+                                            kMaxTotalTokens, "elements per token"));
+        }
+      }
+      for (const auto& [key, value] : c.kwargs) {
+        if (key == "max_seqlen" || key == "sequence_lengths") {
+          return PathError(absl::StrCat(p, ".kwargs.", key),
+                           "vllm_metadata makes this keyword; give one or the other");
+        }
+      }
+      if (c.cu_seqlens.kind != ArgLiteral::Kind::kNone) {
+        return PathError(p + ".cu_seqlens", "vllm_metadata makes cu_seqlens; give one or the other");
+      }
+    }
+  } else if (c.vllm_metadata.has_value()) {
+    return PathError(p + ".vllm_metadata", "vLLM's builders serve vLLM profiles only");
   }
   if (c.rotary && c.entry != Entry::kLayer) {
     return PathError(p + ".rotary",
@@ -851,6 +944,14 @@ json CaseToJson(const Case& c) {
                {"forward_metadata", c.call.forward_metadata.has_value()
                                         ? MetadataToJson(*c.call.forward_metadata)
                                         : json(nullptr)}};
+  if (c.call.vllm_metadata.has_value()) {
+    const VllmMetadataSpec& m = *c.call.vllm_metadata;
+    json vm = {{"cu_seqlens", ArgLiteralToJson(m.cu_seqlens)}, {"tp_size", m.tp_size},
+               {"device", DeviceName(m.device)}};
+    if (m.hidden_size.has_value()) vm["hidden_size"] = *m.hidden_size;
+    if (m.fp8_padded_hidden_size.has_value()) vm["fp8_padded_hidden_size"] = *m.fp8_padded_hidden_size;
+    call["vllm_metadata"] = vm;
+  }
   if (c.call.rotary) call["rotary"] = true;
   if (c.call.bsz.has_value()) call["bsz"] = *c.call.bsz;
   if (c.call.seq_len.has_value()) call["seq_len"] = *c.call.seq_len;
@@ -866,7 +967,9 @@ json CaseToJson(const Case& c) {
   }
 
   json j = {{"name", c.name}, {"source", c.source}, {"description", c.description}};
+  if (c.engine() != Engine::kSglang) j["engine"] = EngineName(c.engine());
   if (c.sglang.has_value()) j["sglang"] = SglangVersionName(*c.sglang);
+  if (c.vllm.has_value()) j["vllm"] = VllmVersionName(*c.vllm);
   j["mode"] = ModeName(c.mode);
   j["geometry"] = geometry;
   j["data"] = {{"seed", c.data.seed}, {"distribution", DistributionName(c.data.distribution)}};

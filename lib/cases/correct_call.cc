@@ -26,6 +26,15 @@ bool ProfileCanCarry(Profile profile, const Geometry& g) {
     case Profile::kXpuAttn:
     case Profile::kTritonAttn:
       return true;
+    // vLLM: one head_size for q, k and v, and at least one sequence (the
+    // kernels refuse an empty batch; torch.cat an empty split).
+    case Profile::kVllmFlashinfer:
+      return g.head_dim_v == g.head_dim && g.num_heads == g.num_kv_heads && !g.seq_lens.empty();
+    case Profile::kVllmFlashAttnFa2:
+    case Profile::kVllmFlashAttnFa3:
+    case Profile::kVllmTritonAttn:
+    case Profile::kVllmTorchSdpa:
+      return g.head_dim_v == g.head_dim && !g.seq_lens.empty();
   }
   return false;
 }
@@ -35,12 +44,47 @@ bool ProfileTakesFusedQkv(Profile profile, const Geometry& g) {
          profile != Profile::kAscendAttn && g.head_dim_v == g.head_dim;
 }
 
+namespace {
+
+// What a vLLM model passes: [1, T, H, D] views (FLASHINFER's v a column view
+// of the fused projection, which its offsets assume), and either the
+// builders' keywords or cu_seqlens with a 0-d host max_seqlen.
+void SetCorrectVllmCall(Case* c, Profile profile, bool prepared) {
+  const Geometry& g = c->geometry;
+  CallSpec& call = c->call;
+  const std::vector<int64_t> offsets = OffsetsOf(g.seq_lens);
+  call.layout = profile == Profile::kVllmFlashinfer ? QLayout::kBatchedFusedQkv : QLayout::kBatched;
+  call.seq_len = g.total_tokens();
+  if (prepared || profile == Profile::kVllmFlashinfer) {
+    VllmMetadataSpec m;
+    m.cu_seqlens = ArgLiteral::IntTensor(offsets, DType::kInt32, Device::kCpu);
+    call.vllm_metadata = m;
+  } else {
+    call.cu_seqlens = ArgLiteral::IntTensor(offsets, DType::kInt32, Device::kCuda);
+    if (profile != Profile::kVllmTorchSdpa) {
+      call.kwargs.emplace_back("max_seqlen",
+                               ArgLiteral::IntScalarTensor(g.longest(), DType::kInt32, Device::kCpu));
+    }
+  }
+}
+
+}  // namespace
+
 void SetCorrectCall(Case* c, Profile profile, bool prepared, Entry entry) {
   const Geometry& g = c->geometry;
   CallSpec& call = c->call;
   call = CallSpec();
   call.profile = profile;
   call.entry = entry;
+  if (EngineOf(profile) == Engine::kVllm) {
+    // The layer's scale is the geometry's; vLLM has one entry.
+    call.entry = Entry::kDirect;
+    SetCorrectVllmCall(c, profile, prepared);
+    Expectation e;
+    e.outcome = Expectation::Outcome::kSuccess;
+    c->expect = e;
+    return;
+  }
   const std::vector<int64_t> offsets = OffsetsOf(g.seq_lens);
   const ArgLiteral cu = ArgLiteral::IntTensor(offsets, DType::kInt32, Device::kCuda);
   const int64_t longest = g.longest();

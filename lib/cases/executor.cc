@@ -10,6 +10,7 @@
 #include "varlen/cases/report.h"
 #include "varlen/contract/metadata.h"
 #include "varlen/contract/resolve.h"
+#include "varlen/contract/vllm_metadata.h"
 #include "varlen/core/device_ledger.h"
 
 namespace varlen {
@@ -132,7 +133,33 @@ AttentionCall MaterializeCall(const Case& c, const QkvTensors& qkv) {
   call.rotary = c.call.rotary;
   call.sdpa = c.call.sdpa;
   call.sglang = c.sglang_version();
+  call.vllm = c.vllm_version();
+  call.vllm_layer = {.num_heads = c.geometry.num_heads,
+                     .head_size = c.geometry.head_dim,
+                     .num_kv_heads = c.geometry.num_kv_heads,
+                     .scale = c.geometry.softmax_scale};
   return call;
+}
+
+// vLLM: the keywords the encoder metadata builders make, in place of the
+// call's own.
+absl::Status ApplyVllmMetadata(const Case& c, AttentionCall* call) {
+  if (!c.call.vllm_metadata.has_value()) return absl::OkStatus();
+  const VllmMetadataSpec& m = *c.call.vllm_metadata;
+  VllmMetadataOptions options;
+  options.hidden_size = m.hidden_size.value_or(c.geometry.num_heads * c.geometry.head_dim);
+  options.tp_size = m.tp_size;
+  options.fp8_padded_hidden_size = m.fp8_padded_hidden_size;
+  const Value cu = Materialize(m.cu_seqlens, call->q);
+  VARLEN_ASSIGN_OR_RETURN(VllmEncoderMetadata metadata,
+                          PrepareVllmEncoderMetadata(c.call.profile, cu.as_tensor(), options,
+                                                     m.device, c.mode));
+  call->cu_seqlens = metadata.cu_seqlens;
+  call->kwargs.set("max_seqlen", metadata.max_seqlen);
+  if (!metadata.sequence_lengths.is_none()) {
+    call->kwargs.set("sequence_lengths", metadata.sequence_lengths);
+  }
+  return absl::OkStatus();
 }
 
 // True when every field of `expected` (an object) equals the same field of
@@ -330,6 +357,7 @@ Outcome CaseRunner::Run(const Backend& backend) {
 
 absl::StatusOr<AttentionCall> CallOfCase(const Case& c, const QkvTensors& qkv) {
   AttentionCall call = MaterializeCall(c, qkv);
+  VARLEN_RETURN_IF_ERROR(ApplyVllmMetadata(c, &call));
   if (c.call.forward_metadata.has_value()) {
     VARLEN_ASSIGN_OR_RETURN(call.forward_metadata,
                             BuildMetadata(*c.call.forward_metadata, c.mode, qkv.q,
@@ -356,6 +384,12 @@ void CaseRunner::Execute(const Backend& backend, Outcome* outcome) {
         " elements: more than the ", kMaxEmptyLikeElements, " this harness allocates for it")));
   }
   AttentionCall call = MaterializeCall(case_, qkv_);
+  if (case_.call.vllm_metadata.has_value()) {
+    ScopedDeviceLedger ledger;
+    const absl::Status built = ApplyVllmMetadata(case_, &call);
+    outcome->builder_events = ledger.events();
+    if (!built.ok()) return raised(built, "metadata builder");
+  }
   if (case_.call.forward_metadata.has_value()) {
     ScopedDeviceLedger ledger;
     absl::StatusOr<VisionAttentionMetadata> metadata = BuildMetadata(
@@ -445,7 +479,7 @@ void CaseRunner::ExecuteWholeCall(const Backend& backend, AttentionCall call, Ou
                      oracle_device_.status().message())));
   }
   const Profile profile = case_.call.profile;
-  call.sglang = backend.engine_version();
+  if (EngineOf(profile) == Engine::kSglang) call.sglang = backend.engine_version();
 
   // What faithful mode predicts: an error, or a launch whose exact output
   // matches the reference or not.

@@ -141,7 +141,7 @@ namespace {
 
 ojson ProfileArgsToJson(const ResolvedArgs& resolved) {
   if (const auto* a = std::get_if<FlashinferCudnnArgs>(&resolved.args)) {
-    return {{"profile", "flashinfer_cudnn"},
+    ojson j = {{"profile", std::string(ProfileName(resolved.profile))},
             {"actual_seq_lens", TensorToJson(a->actual_seq_lens)},
             {"batch_offsets_qk", TensorToJson(a->batch_offsets_qk)},
             {"batch_offsets_v", TensorToJson(a->batch_offsets_v)},
@@ -150,16 +150,20 @@ ojson ProfileArgsToJson(const ResolvedArgs& resolved) {
             {"max_sequence_kv", a->max_sequence_kv},
             {"scale", a->scale},
             {"output_4d", a->output_4d}};
+    if (a->inputs_as_strided) j["inputs_as_strided"] = true;
+    return j;
   }
   if (const auto* a = std::get_if<FlashVarlenArgs>(&resolved.args)) {
-    return {{"profile", std::string(ProfileName(resolved.profile))},
-            {"kernel", std::string(a->kernel)},
-            {"cu_seqlens", ValueToJson(a->cu_seqlens)},
-            {"max_seqlen", ValueToJson(a->max_seqlen)},
-            {"scale", a->scale}};
+    ojson j = {{"profile", std::string(ProfileName(resolved.profile))},
+               {"kernel", std::string(a->kernel)},
+               {"cu_seqlens", ValueToJson(a->cu_seqlens)},
+               {"max_seqlen", ValueToJson(a->max_seqlen)},
+               {"scale", a->scale}};
+    if (a->fa_version != 0) j["fa_version"] = a->fa_version;
+    return j;
   }
   if (const auto* a = std::get_if<TritonArgs>(&resolved.args)) {
-    return {{"profile", "triton_attn"},
+    return {{"profile", std::string(ProfileName(resolved.profile))},
             {"cu_seqlens", ValueToJson(a->cu_seqlens)},
             {"seq_lens", ValueToJson(a->seq_lens)},
             {"max_seqlen", ValueToJson(a->max_seqlen)},
@@ -167,7 +171,7 @@ ojson ProfileArgsToJson(const ResolvedArgs& resolved) {
             {"scale", a->scale}};
   }
   if (const auto* a = std::get_if<AscendArgs>(&resolved.args)) {
-    return {{"profile", "ascend_attn"},
+    return {{"profile", std::string(ProfileName(resolved.profile))},
             {"actual_seq_lengths", a->actual_seq_lengths},
             {"row_starts", a->row_starts},
             {"padded", a->padded},
@@ -178,7 +182,7 @@ ojson ProfileArgsToJson(const ResolvedArgs& resolved) {
   const char* mask = a.mask == SdpaArgs::Mask::kBlockDiagonal ? "block_diagonal"
                      : a.mask == SdpaArgs::Mask::kPadding     ? "padding"
                                                               : "none";
-  ojson j = {{"profile", "sdpa"},
+  ojson j = {{"profile", std::string(ProfileName(resolved.profile))},
              {"mask", mask},
              {"cu_seqlens", a.cu_seqlens},
              {"bsz", a.bsz},
@@ -226,12 +230,31 @@ ojson ResolvedArgsToJson(const ResolvedArgs& resolved) {
   return j;
 }
 
+// "SGLang 0.5.23", "vLLM 0.33.0".
+std::string EngineVersionText(const Case& c) {
+  return c.engine() == Engine::kVllm ? absl::StrCat("vLLM ", VllmVersionName(c.vllm_version()))
+                                     : absl::StrCat("SGLang ", SglangVersionName(c.sglang_version()));
+}
+
 std::string DescribeCall(const CallSpec& call) {
   std::vector<std::string> parts;
-  parts.push_back(absl::StrCat("cu_seqlens=", ArgText(call.cu_seqlens)));
-  parts.push_back(absl::StrCat("forward_metadata=", call.forward_metadata.has_value()
-                                                        ? MetadataText(*call.forward_metadata)
-                                                        : "None"));
+  if (call.vllm_metadata.has_value()) {
+    const VllmMetadataSpec& m = *call.vllm_metadata;
+    parts.push_back(absl::StrCat("the encoder metadata builders' keywords from ",
+                                 ArgText(m.cu_seqlens), " (tp_size ", m.tp_size,
+                                 m.hidden_size.has_value() ? absl::StrCat(", hidden_size ", *m.hidden_size) : "",
+                                 m.fp8_padded_hidden_size.has_value()
+                                     ? absl::StrCat(", fp8_padded_hidden_size ", *m.fp8_padded_hidden_size)
+                                     : "",
+                                 ")"));
+  } else {
+    parts.push_back(absl::StrCat("cu_seqlens=", ArgText(call.cu_seqlens)));
+  }
+  if (EngineOf(call.profile) == Engine::kSglang || call.forward_metadata.has_value()) {
+    parts.push_back(absl::StrCat("forward_metadata=", call.forward_metadata.has_value()
+                                                          ? MetadataText(*call.forward_metadata)
+                                                          : "None"));
+  }
   for (const auto& [key, value] : call.kwargs)
     parts.push_back(absl::StrCat(key, "=", ArgText(value)));
   if (call.bsz.has_value()) parts.push_back(absl::StrCat("bsz=", *call.bsz));
@@ -245,7 +268,7 @@ std::string FormatOutcomeText(const Case& c, const std::string& origin, const Ou
   if (!c.description.empty()) absl::StrAppend(&text, "  about:      ", c.description, "\n");
   absl::StrAppend(&text, "  call:       ", ProfileName(c.call.profile), " ", ModeName(c.mode),
                   c.mode == Mode::kFaithful
-                      ? absl::StrCat(" (SGLang ", SglangVersionName(c.sglang_version()), ")")
+                      ? absl::StrCat(" (", EngineVersionText(c), ")")
                       : " (version-independent)",
                   ", ", EntryName(c.call.entry), c.call.graph_mode ? ", cuda-graph mode" : "",
                   c.call.layout == QLayout::kPacked
@@ -292,8 +315,8 @@ std::string FormatOutcomeText(const Case& c, const std::string& origin, const Ou
   }
   if (!o.kernel.empty()) absl::StrAppend(&text, "  kernel:     ", o.kernel, "\n");
   if (o.engine.has_value()) {
-    absl::StrAppend(&text, "  predicted:  ", o.engine->predicted, " (faithful mode, SGLang ",
-                    SglangVersionName(c.sglang_version()), ")\n");
+    absl::StrAppend(&text, "  predicted:  ", o.engine->predicted, " (faithful mode, ",
+                    EngineVersionText(c), ")\n");
     if (!o.engine->did.empty())
       absl::StrAppend(&text, "  engine:     forward ", o.engine->did, "\n");
     if (o.engine->device_events.has_value()) {
@@ -317,7 +340,10 @@ ojson OutcomeToJson(const Case& c, const std::string& origin, const Outcome& o) 
              {"source", c.source},
              {"backend", o.backend},
              {"mode", ModeName(c.mode)},
-             {"sglang", SglangVersionName(c.sglang_version())},
+             {"engine", EngineName(c.engine())},
+             {c.engine() == Engine::kVllm ? "vllm" : "sglang",
+              c.engine() == Engine::kVllm ? VllmVersionName(c.vllm_version())
+                                          : SglangVersionName(c.sglang_version())},
              {"profile", ProfileName(c.call.profile)},
              {"observed", ObservedName(o.observed)},
              {"verdict", VerdictName(o.verdict)},

@@ -149,8 +149,25 @@ QkvTensors FuseQkv(const QkvTensors& dense) {
   return {view(dense.q, 0), view(dense.k, q_width), view(dense.v, q_width + kv_width)};
 }
 
+// [T, H, D] views as [bsz, T / bsz, H, D] (bsz divides T: the case says so).
+Tensor Batched(const Tensor& t, int64_t bsz) {
+  const int64_t s = bsz > 0 ? t.size(0) / bsz : 0;
+  const Shape& st = t.strides();
+  return t.AsStrided({bsz, s, t.size(1), t.size(2)}, {s * st[0], st[0], st[1], st[2]}, 0);
+}
+
 QkvTensors InLayout(const Case& c, QkvTensors dense) {
-  return c.call.layout == QLayout::kFusedQkv ? FuseQkv(dense) : dense;
+  switch (c.call.layout) {
+    case QLayout::kFusedQkv:
+      return FuseQkv(dense);
+    case QLayout::kBatchedFusedQkv: {
+      const QkvTensors fused = FuseQkv(dense);
+      const int64_t bsz = c.call.bsz.value_or(1);
+      return {Batched(fused.q, bsz), Batched(fused.k, bsz), Batched(fused.v, bsz)};
+    }
+    default:
+      return dense;
+  }
 }
 
 }  // namespace

@@ -52,6 +52,12 @@ absl::StatusOr<ResolvedArgs> Dispatch(const internal::ResolveContext& ctx, Profi
       return Wrap(internal::ResolveTriton(ctx));
     case Profile::kSdpa:
       return Wrap(internal::ResolveSdpa(ctx));
+    case Profile::kVllmFlashAttnFa2:
+    case Profile::kVllmFlashAttnFa3:
+    case Profile::kVllmTritonAttn:
+    case Profile::kVllmTorchSdpa:
+    case Profile::kVllmFlashinfer:
+      return internal::ResolveVllm(ctx, profile);
   }
   return absl::InternalError("unknown profile");
 }
@@ -106,6 +112,11 @@ double DefaultSoftmaxScale(Profile profile, int64_t head_dim) {
     case Profile::kXpuAttn:
       return std::pow(d, -0.5);
     case Profile::kTritonAttn:
+    case Profile::kVllmFlashAttnFa2:
+    case Profile::kVllmFlashAttnFa3:
+    case Profile::kVllmTritonAttn:
+    case Profile::kVllmTorchSdpa:
+    case Profile::kVllmFlashinfer:
       return 1.0 / std::pow(d, 0.5);
     case Profile::kSdpa:
     case Profile::kFa4:
@@ -118,7 +129,7 @@ double DefaultSoftmaxScale(Profile profile, int64_t head_dim) {
 DeviceEventCounts Resolution::counts() const { return CountDeviceEvents(events); }
 
 AttentionCall BackendCallOf(const AttentionCall& call, Profile profile) {
-  if (call.entry == Entry::kDirect) return call;
+  if (call.entry == Entry::kDirect || EngineOf(profile) == Engine::kVllm) return call;
   std::vector<std::string> notes;
   AttentionCall seen = AsLayerSeesIt(call, profile, BehaviorOf(call.sglang), &notes);
   seen.kwargs = BackendKwargs(seen);
@@ -132,16 +143,23 @@ Resolution Resolve(const AttentionCall& call, Profile profile, Mode mode) {
   // Hardened mode is version-independent: it follows the latest layer.
   const SglangBehavior& sglang =
       BehaviorOf(mode == Mode::kHardened ? kLatestSglangVersion : call.sglang);
-  const AttentionCall seen =
-      call.entry == Entry::kLayer ? AsLayerSeesIt(call, profile, sglang, &resolution.notes) : call;
-  const internal::ResolveContext ctx{seen, BackendKwargs(seen), mode, sglang, &resolution.notes};
+  // vLLM's MMEncoderAttention is its only entry: it takes the caller's
+  // arguments as they are, and the resolver says what the kernel receives.
+  const bool vllm = EngineOf(profile) == Engine::kVllm;
+  const AttentionCall seen = call.entry == Entry::kLayer && !vllm
+                                 ? AsLayerSeesIt(call, profile, sglang, &resolution.notes)
+                                 : call;
+  const internal::ResolveContext ctx{seen, vllm ? seen.kwargs : BackendKwargs(seen), mode, sglang,
+                                     &resolution.notes};
   absl::StatusOr<ResolvedArgs> args = Dispatch(ctx, profile);
   resolution.status = args.status();
   if (args.ok()) {
     args->profile = profile;
-    args->q = seen.q;
-    args->k = seen.k;
-    args->v = seen.v;
+    if (!vllm) {
+      args->q = seen.q;
+      args->k = seen.k;
+      args->v = seen.v;
+    }
     resolution.args = *std::move(args);
   }
   resolution.events = ledger.events();

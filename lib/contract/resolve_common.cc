@@ -40,6 +40,12 @@ ScaleArgument ScaleArgumentOf(Profile profile) {
       return {"torch.ops.sgl_kernel.flash_attn_varlen_func", "softmax_scale"};
     case Profile::kXpuAttn:
       return {"sgl_kernel.flash_attn.flash_attn_varlen_func", "softmax_scale"};
+    case Profile::kVllmFlashAttnFa2:
+    case Profile::kVllmFlashAttnFa3:
+    case Profile::kVllmTritonAttn:
+    case Profile::kVllmTorchSdpa:
+    case Profile::kVllmFlashinfer:
+      break;  // vLLM's scale is the layer's, never a call argument
   }
   return {"?", "?"};
 }

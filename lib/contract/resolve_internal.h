@@ -32,6 +32,8 @@ absl::StatusOr<FlashVarlenArgs> ResolveFlashVarlen(const ResolveContext& ctx, Pr
 absl::StatusOr<AscendArgs> ResolveAscend(const ResolveContext& ctx);
 absl::StatusOr<TritonArgs> ResolveTriton(const ResolveContext& ctx);
 absl::StatusOr<SdpaArgs> ResolveSdpa(const ResolveContext& ctx);
+// vLLM's profiles: the arguments and the q, k and v the kernel receives.
+absl::StatusOr<ResolvedArgs> ResolveVllm(const ResolveContext& ctx, Profile profile);
 
 // softmax_scale as `profile`'s kernel reads it: None -> the default that
 // profile's code computes (DefaultSoftmaxScale), an int or float as is.

@@ -56,7 +56,14 @@ Shape ContiguousStrides(const Shape& shape) {
 
 Tensor FlattenBatch(const Tensor& t) {
   if (t.dim() != 4) return t;
-  return t.Reshape({t.size(0) * t.size(1), t.size(2), t.size(3)});
+  if (t.is_contiguous()) return t.Reshape({t.size(0) * t.size(1), t.size(2), t.size(3)});
+  const Shape& st = t.strides();
+  return t.AsStrided({t.size(0) * t.size(1), t.size(2), t.size(3)}, {st[1], st[2], st[3]}, 0);
+}
+
+bool CanFlattenBatch(const Tensor& t) {
+  return t.dim() != 4 || t.is_contiguous() || t.size(0) <= 1 ||
+         t.strides()[0] == t.size(1) * t.strides()[1];
 }
 
 Tensor Tensor::ShapeOnly(DType dtype, Device device, Shape shape) {

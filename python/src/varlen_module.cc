@@ -57,7 +57,7 @@ BackendCapabilities CapabilitiesFrom(const nb::dict& d) {
   caps.strided_inputs = nb::cast<bool>(d["strided_inputs"]);
   caps.device = nb::cast<std::string>(d["device"]);
   for (const std::string& name : nb::cast<std::vector<std::string>>(d["profiles"])) {
-    caps.profiles.push_back(OrRaise(ParseProfile(name)));
+    caps.profiles.push_back(OrRaise(ParseAnyProfile(name)));
   }
   caps.max_tokens = nb::cast<int64_t>(d["max_tokens"]);
   caps.max_sequences = nb::cast<int64_t>(d["max_sequences"]);
@@ -331,7 +331,7 @@ NB_MODULE(_core, m) {
   m.def(
       "generate_calls",
       [](int count, uint64_t seed, const std::string& profile, const std::string& sglang) {
-        const Profile p = OrRaise(ParseProfile(profile));
+        const Profile p = OrRaise(ParseAnyProfile(profile));
         const SglangVersion version = OrRaise(ParseSglangVersion(sglang));
         const rc::Gen<Case> gen = GenCase({.max_sequences = 5, .max_len = 24, .max_heads = 4,
                                            .max_head_dim = 8});

@@ -86,7 +86,7 @@ TEST(ParseCaseTest, UnknownTopLevelField) {
   j["expected"] = "success";
   EXPECT_EQ(ErrorFor(j),
             "x.json: $.expected: unknown field (expected one of: name, source, description, "
-            "sglang, mode, geometry, data, call, warmup, expect)");
+            "engine, sglang, vllm, mode, geometry, data, call, warmup, expect)");
 }
 
 TEST(ParseCaseTest, UnknownNestedFields) {
@@ -100,7 +100,8 @@ TEST(ParseCaseTest, UnknownNestedFields) {
   j["call"]["max_seqlen"] = 5;
   EXPECT_EQ(ErrorFor(j),
             "x.json: $.call.max_seqlen: unknown field (expected one of: profile, entry, "
-            "graph_mode, layout, rotary, bsz, seq_len, cu_seqlens, forward_metadata, kwargs, "
+            "graph_mode, layout, rotary, bsz, seq_len, cu_seqlens, forward_metadata, vllm_metadata, "
+            "kwargs, "
             "sdpa)");
 
   j = Minimal();
@@ -179,7 +180,7 @@ TEST(ParseCaseTest, WrongTypesNameThePathAndWhatWasFound) {
        "x.json: $.call.graph_mode: expected true or false, got string \"yes\""},
       {R"({"call": {"profile": 3}})", "x.json: $.call.profile: expected a string, got number 3"},
       {R"({"call": {"profile": "flash"}})",
-       "x.json: $.call.profile: profile \"flash\" is not one of flashinfer_cudnn, fa3, "
+       "x.json: $.call.profile: profile \"flash\" is not one of sglang's flashinfer_cudnn, fa3, "
        "triton_attn, sdpa, fa4, aiter_attn, ascend_attn, amx_attn, xpu_attn"},
       {R"({"mode": "fast"})", "x.json: $.mode: mode \"fast\" is not one of faithful, hardened"},
       {R"({"geometry": {"dtype": "int8"}})",
@@ -409,7 +410,8 @@ TEST(ParseCaseTest, BatchedLayoutOnlyForFlashinferCudnn) {
   j["call"]["bsz"] = 2;
   j["call"]["seq_len"] = 4;
   EXPECT_EQ(ErrorFor(j),
-            "x.json: $.call.layout: batched [b, s, h, d] q is only accepted by flashinfer_cudnn");
+            "x.json: $.call.layout: batched [b, s, h, d] q is only accepted by flashinfer_cudnn "
+            "(and vLLM)");
   j["call"]["profile"] = "flashinfer_cudnn";
   EXPECT_EQ(ErrorFor(j), "OK");
   j["call"]["seq_len"] = 3;

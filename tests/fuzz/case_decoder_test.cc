@@ -99,7 +99,7 @@ TEST(CaseDecoderTest, RandomInputsReachEveryFormTheContractDistinguishes) {
     }
     if (c->call.forward_metadata.has_value()) builders.insert(c->call.forward_metadata->builder);
   }
-  EXPECT_EQ(profiles.size(), AllProfiles().size());
+  EXPECT_EQ(profiles.size(), ProfilesOf(Engine::kSglang).size());
   EXPECT_EQ(kinds.size(), 9u) << "None, bool, int, float, str, tensor, list, cache, empty_like";
   EXPECT_EQ(dtypes.size(), 4u) << "int32, int64, float32, bool tensors";
   EXPECT_EQ(builders.size(), 3u);

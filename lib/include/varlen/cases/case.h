@@ -12,8 +12,10 @@
 //   call         what the caller hands the backend: calling convention,
 //                entry, cu_seqlens, prepared metadata, keyword arguments, each
 //                spelled as the exact Python value (ArgLiteral).
-//   mode         faithful (SGLang as it is, in a named version) or hardened
-//                (validate everything; version-independent).
+//   engine       SGLang (the default) or vLLM: whose calling convention the
+//                profile is, and whose version faithful mode reproduces.
+//   mode         faithful (the engine as it is, in a named version) or
+//                hardened (validate everything; version-independent).
 //   warmup       calls the same backend runs first, each this case with a
 //                JSON merge patch applied: a caching backend has then just
 //                seen a slightly different call. Their outcomes are not judged.
@@ -116,6 +118,8 @@ struct ArgLiteral {
   static ArgLiteral Str(std::string v);
   static ArgLiteral Tensor(TensorLiteral t);
   static ArgLiteral IntTensor(std::vector<int64_t> values, DType dtype, Device device);
+  // A 0-d integer tensor: torch.tensor(value, dtype=...).
+  static ArgLiteral IntScalarTensor(int64_t value, DType dtype, Device device);
 
   bool operator==(const ArgLiteral& other) const;  // compares the fields of `kind`
 };
@@ -141,13 +145,29 @@ absl::string_view MetadataBuilderName(MetadataSpec::Builder builder);
 
 enum class QLayout {
   kPacked,    // [T, H, D], contiguous
-  kBatched,   // [bsz, seq_len, H, D], flattened by flashinfer_cudnn
+  kBatched,   // [bsz, seq_len, H, D], flattened by flashinfer_cudnn; vLLM's usual form
   kFusedQkv,  // column views of one [T, (H + 2*KV) * D] projection output,
               // as qkv.split() makes them: token stride (H + 2*KV) * D
+  kBatchedFusedQkv,  // the same views as [bsz, seq_len, H, D] (vLLM's Qwen towers)
 };
 
-absl::string_view QLayoutName(QLayout layout);  // "packed", "batched", "fused_qkv"
+// "packed", "batched", "fused_qkv", "batched_fused_qkv"
+absl::string_view QLayoutName(QLayout layout);
 absl::StatusOr<QLayout> ParseQLayout(absl::string_view name);
+
+// vLLM: the keywords MMEncoderAttention's builders make from host token
+// offsets (compute_max_seqlen, maybe_compute_seq_lens,
+// maybe_recompute_cu_seqlens for the case's profile), as a model hands them
+// to every block. They replace the call's cu_seqlens, max_seqlen and
+// sequence_lengths.
+struct VllmMetadataSpec {
+  ArgLiteral cu_seqlens;              // a 1-d integer host tensor (the NumPy array)
+  std::optional<int64_t> hidden_size;  // unset: num_heads * head_dim
+  int64_t tp_size = 1;
+  std::optional<int64_t> fp8_padded_hidden_size;
+  Device device = Device::kCuda;  // where the model puts cu_seqlens and the lengths
+  bool operator==(const VllmMetadataSpec&) const = default;
+};
 
 struct CallSpec {
   Profile profile = Profile::kFa3;
@@ -159,6 +179,7 @@ struct CallSpec {
   std::optional<int64_t> seq_len;  // total tokens / bsz when unset
   ArgLiteral cu_seqlens;           // None when unset
   std::optional<MetadataSpec> forward_metadata;
+  std::optional<VllmMetadataSpec> vllm_metadata;           // vLLM profiles only
   std::vector<std::pair<std::string, ArgLiteral>> kwargs;  // absent keys are not listed
   SdpaOptions sdpa;
   bool operator==(const CallSpec&) const = default;
@@ -192,8 +213,10 @@ struct Case {
   std::string source;  // issue, PR or contract rule it comes from
   std::string description;
   Mode mode = Mode::kFaithful;
-  // The SGLang version faithful mode reproduces; unset runs the latest.
+  // The SGLang (or, for a vLLM profile, vLLM) version faithful mode
+  // reproduces; unset runs the latest.
   std::optional<SglangVersion> sglang;
+  std::optional<VllmVersion> vllm;
   Geometry geometry;
   DataSpec data;
   CallSpec call;
@@ -202,6 +225,8 @@ struct Case {
   bool operator==(const Case&) const = default;
 
   SglangVersion sglang_version() const { return sglang.value_or(kLatestSglangVersion); }
+  VllmVersion vllm_version() const { return vllm.value_or(kLatestVllmVersion); }
+  Engine engine() const { return EngineOf(call.profile); }
 };
 
 struct Case::Warmup {

@@ -1,32 +1,47 @@
 // File: varlen/contract/call.h
 // -----------------------------------------------------------------------------
 //
-// The vocabulary of the calling contract: which calling convention a backend
-// follows (Profile), whether resolution reproduces SGLang exactly or
-// validates everything (Mode), how the backend is reached (Entry), the
-// prepared metadata object, and AttentionCall, everything one call hands to
-// a backend.
+// The vocabulary of the calling contract: which engine's calling convention a
+// backend follows (Engine, Profile), whether resolution reproduces the
+// engine exactly or validates everything (Mode), how the backend is reached
+// (Entry), the prepared metadata object, and AttentionCall, everything one
+// call hands to a backend.
 //
-// The model follows python/sglang/srt/layers/attention/vision.py; the rules
-// it reproduces are listed in docs/contract.md.
+// Two engines: SGLang (python/sglang/srt/layers/attention/vision.py, rules in
+// docs/contract.md) and vLLM (MMEncoderAttention and its custom ops, rules in
+// docs/contract-vllm.md).
 
 #ifndef VARLEN_CONTRACT_CALL_H_
 #define VARLEN_CONTRACT_CALL_H_
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "varlen/contract/sglang_version.h"
+#include "varlen/contract/vllm_version.h"
 #include "varlen/core/tensor.h"
 #include "varlen/core/value.h"
 
 namespace varlen {
 
+// The inference engine whose calling convention a profile models.
+enum class Engine {
+  kSglang,  // SGLang's vision backends (VisionAttention and its nine classes)
+  kVllm,    // vLLM's MMEncoderAttention
+};
+
+absl::string_view EngineName(Engine engine);  // "sglang", "vllm"
+absl::StatusOr<Engine> ParseEngine(absl::string_view name);
+
 // A calling convention: how a backend family obtains its varlen arguments.
+// SGLang's are named after its backends ("fa3"), vLLM's after its
+// AttentionBackendEnum members, with the FlashAttention version where the
+// kernel's checks differ ("FLASH_ATTN/fa2").
 enum class Profile {
   kFlashinferCudnn,  // padded lengths + element-unit packed indptrs
   kFa3,              // int32 token cu_seqlens on q's device + int max_seqlen
@@ -37,13 +52,29 @@ enum class Profile {
   kAscendAttn,       // cumulative ends cu_seqlens[1:] as a host list (the NPU's TND layout)
   kAmxAttn,          // cu_seqlens or uniform offsets; no metadata, no softmax_scale
   kXpuAttn,          // fa3's convention on Intel XPUs (metadata read before 0.5.18)
+  // vLLM: tensors or None only (the custom ops' schemas), .item() for max.
+  kVllmFlashAttnFa2,  // FLASH_ATTN through FlashAttention 2 (checks dtype before device)
+  kVllmFlashAttnFa3,  // FLASH_ATTN through FlashAttention 3 (device, contiguity, dtype)
+  kVllmTritonAttn,    // TRITON_ATTN: b_start_loc = cu[:-1], lengths from cu, as given
+  kVllmTorchSdpa,     // TORCH_SDPA: torch.split by the cu_seqlens diffs, SDPA per chunk
+  kVllmFlashinfer,    // FLASHINFER: two-section element offsets [qko | v] + lengths
 };
 
-// Every profile, in the order above.
+// Every profile of every engine, in the order above.
 absl::Span<const Profile> AllProfiles();
+// The profiles of one engine, in the order above.
+absl::Span<const Profile> ProfilesOf(Engine engine);
+Engine EngineOf(Profile profile);
 
-absl::string_view ProfileName(Profile profile);  // "flashinfer_cudnn", "fa3", ...
-absl::StatusOr<Profile> ParseProfile(absl::string_view name);
+absl::string_view ProfileName(Profile profile);  // "flashinfer_cudnn", "FLASH_ATTN/fa2", ...
+// "sglang:fa3", "vllm:FLASH_ATTN/fa2": the name with its engine, for listings.
+std::string QualifiedProfileName(Profile profile);
+// A profile of `engine` by name; an error lists that engine's profiles (and
+// says so when the name is another engine's).
+absl::StatusOr<Profile> ParseProfile(absl::string_view name, Engine engine = Engine::kSglang);
+// A profile of any engine, by its name or its qualified name (names are
+// unique across engines).
+absl::StatusOr<Profile> ParseAnyProfile(absl::string_view name);
 
 enum class Mode {
   kFaithful,  // SGLang's behaviour: quirks, silent corruptions and messages
@@ -100,6 +131,17 @@ struct SdpaOptions {
   bool operator==(const SdpaOptions&) const = default;
 };
 
+// vLLM's MMEncoderAttention(num_heads, head_size, scale, num_kv_heads) as
+// the model built it: the layer views q, k and v with these head counts and
+// passes its construction-time scale to every kernel.
+struct VllmLayer {
+  int64_t num_heads = 1;
+  int64_t head_size = 64;
+  int64_t num_kv_heads = 1;
+  std::optional<double> scale;  // None: 1.0 / (head_size ** 0.5)
+  bool operator==(const VllmLayer&) const = default;
+};
+
 // Everything a caller hands to a backend's forward().
 struct AttentionCall {
   // [T, H, D], or [b, s, H, D] (flashinfer_cudnn only). Views of one fused
@@ -117,6 +159,10 @@ struct AttentionCall {
   bool rotary = false;
   SdpaOptions sdpa;
   SglangVersion sglang = kLatestSglangVersion;  // what faithful mode reproduces
+  // vLLM profiles: the layer, and the version faithful mode reproduces.
+  // cu_seqlens and kwargs are MMEncoderAttention.forward's arguments.
+  VllmLayer vllm_layer;
+  VllmVersion vllm = kLatestVllmVersion;
 };
 
 }  // namespace varlen

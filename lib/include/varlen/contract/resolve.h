@@ -47,17 +47,26 @@ struct FlashinferCudnnArgs {
   double scale = 0.0;
   bool output_4d = false;  // q arrived as [b, s, h, d]; the output is reshaped back
   Shape input_shape;       // q's shape as the caller passed it
+  // SGLang builds cuDNN's graph for dense [T, H, D] whatever q, k and v's
+  // strides; vLLM hands v as the strided view of its fused projection, read
+  // with its own strides (its v offsets are in those units).
+  bool inputs_as_strided = false;
 };
 
 // The varlen arguments of the flash_attn_varlen_func family (fa3, fa4,
-// aiter_attn, amx_attn and xpu_attn call one each). The values are whatever
-// resolution produced (a hand-built metadata object or a graph-mode list
-// can hand the kernel anything); the kernel entry checks them.
+// aiter_attn, amx_attn and xpu_attn call one each; vLLM's FLASH_ATTN). The
+// values are whatever resolution produced (a hand-built metadata object, a
+// graph-mode list or a vLLM caller can hand the kernel anything); the kernel
+// entry checks them.
 struct FlashVarlenArgs {
   absl::string_view kernel = "flash_attn_varlen_func";  // the function called
   Value cu_seqlens;  // used for both q and k
   Value max_seqlen;  // used for both q and k
   double scale = 0.0;
+  // vLLM's fa_version=2 or 3: the FlashAttention build whose C++ entry checks
+  // cu_seqlens (FA2: dtype, device, contiguity; FA3: device, contiguity,
+  // dtype). 0 for SGLang's wrappers, which cast and move cu_seqlens first.
+  int fa_version = 0;
 };
 
 // context_attention_fwd's varlen arguments.
@@ -141,6 +150,7 @@ struct Resolution {
 //   amx_attn          1.0 / sqrt(head_size)           (sgl_kernel's CPU kernel; SGLang
 //                                                      passes no scale at all)
 //   xpu_attn          q.shape[-1] ** (-0.5)           (sgl_kernel's XPU interface)
+//   vLLM's profiles   1.0 / (head_size**0.5)          (MMEncoderAttention's constructor)
 double DefaultSoftmaxScale(Profile profile, int64_t head_dim);
 
 // Resolves `call` for `profile` in `mode`. Never throws; never reads past

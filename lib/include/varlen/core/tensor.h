@@ -130,8 +130,12 @@ Shape ContiguousStrides(const Shape& shape);
 
 // A 4-d [b, s, h, d] tensor viewed as packed [b*s, h, d]
 // (rearrange "b s ... -> (b s) ..."); any other tensor unchanged.
-// REQUIRES: t is contiguous.
+// REQUIRES: CanFlattenBatch(t).
 Tensor FlattenBatch(const Tensor& t);
+// True when FlattenBatch(t) is a view: t is contiguous, or its batch items
+// follow one another at its token stride (one item, or strided column views
+// of one [b*s, width] buffer).
+bool CanFlattenBatch(const Tensor& t);
 
 }  // namespace varlen
 
