@@ -174,8 +174,11 @@ rc::Gen<Geometry> GenGeometry(const GeometryLimits& limits) {
   });
 }
 
-rc::Gen<Case> GenCase(const GeometryLimits& limits) {
-  return rc::gen::exec([limits] {
+namespace {
+
+// GenCase, with the profile drawn or fixed.
+rc::Gen<Case> GenCaseOf(const GeometryLimits& limits, std::optional<Profile> fixed) {
+  return rc::gen::exec([limits, fixed] {
     Case c;
     c.name = absl::StrCat("generated-", *rc::gen::inRange(0, 1000000));
     c.source = "generated";
@@ -192,6 +195,7 @@ rc::Gen<Case> GenCase(const GeometryLimits& limits) {
     CallSpec& call = c.call;
     call.profile = *rc::gen::elementOf(
         std::vector<Profile>(AllProfiles().begin(), AllProfiles().end()));
+    if (fixed.has_value()) call.profile = *fixed;
     const int64_t tokens = c.geometry.total_tokens();
     call.entry = tokens > 0 && *rc::gen::arbitrary<bool>() ? Entry::kLayer : Entry::kDirect;
     call.graph_mode = *rc::gen::inRange(0, 5) == 0;
@@ -258,6 +262,14 @@ rc::Gen<Case> GenCase(const GeometryLimits& limits) {
     }
     return c;
   });
+}
+
+}  // namespace
+
+rc::Gen<Case> GenCase(const GeometryLimits& limits) { return GenCaseOf(limits, std::nullopt); }
+
+rc::Gen<Case> GenCaseFor(Profile profile, const GeometryLimits& limits) {
+  return GenCaseOf(limits, profile);
 }
 
 rc::Gen<std::vector<int64_t>> GenSpecialSeqLens(const ForwardLimits& limits) {

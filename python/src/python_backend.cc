@@ -290,7 +290,20 @@ nb::dict DescribeCall(const AttentionCall& call, Profile profile) {
   CallDescriber describe;
   nb::dict d;
   d["profile"] = std::string(ProfileName(profile));
-  d["version"] = std::string(SglangVersionName(call.sglang));
+  const bool vllm = EngineOf(profile) == Engine::kVllm;
+  d["engine"] = std::string(EngineName(EngineOf(profile)));
+  d["version"] = std::string(vllm ? VllmVersionName(call.vllm) : SglangVersionName(call.sglang));
+  if (vllm) {
+    // MMEncoderAttention(num_heads, head_size, scale=..., num_kv_heads=...).
+    nb::dict layer;
+    layer["num_heads"] = call.vllm_layer.num_heads;
+    layer["head_size"] = call.vllm_layer.head_size;
+    layer["num_kv_heads"] = call.vllm_layer.num_kv_heads;
+    layer["scale"] = call.vllm_layer.scale.has_value()
+                         ? nb::object(nb::float_(*call.vllm_layer.scale))
+                         : nb::none();
+    d["vllm_layer"] = layer;
+  }
   d["entry"] = std::string(EntryName(call.entry));
   d["graph_mode"] = call.graph_mode;
   d["q"] = describe.Tensor(seen.q);

@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "nanobind/nanobind.h"
 #include "nanobind/ndarray.h"
 #include "nanobind/stl/map.h"
@@ -330,29 +331,41 @@ NB_MODULE(_core, m) {
   // the property generators, and faithful mode's prediction for each.
   m.def(
       "generate_calls",
-      [](int count, uint64_t seed, const std::string& profile, const std::string& sglang) {
+      [](int count, uint64_t seed, const std::string& profile, const std::string& version_name) {
         const Profile p = OrRaise(ParseAnyProfile(profile));
-        const SglangVersion version = OrRaise(ParseSglangVersion(sglang));
-        const rc::Gen<Case> gen = GenCase({.max_sequences = 5, .max_len = 24, .max_heads = 4,
-                                           .max_head_dim = 8});
+        const bool vllm = EngineOf(p) == Engine::kVllm;
+        std::optional<SglangVersion> sglang;
+        std::optional<VllmVersion> vllm_version;
+        if (vllm) {
+          vllm_version = OrRaise(ParseVllmVersion(version_name));
+        } else {
+          sglang = OrRaise(ParseSglangVersion(version_name));
+        }
+        const GeometryLimits limits{.max_sequences = 5, .max_len = 24, .max_heads = 4,
+                                    .max_head_dim = 8};
+        // SGLang's calls are drawn as they always were (its figures stay
+        // reproducible); vLLM's are drawn for the profile.
+        const rc::Gen<Case> gen = vllm ? GenCaseFor(p, limits) : GenCase(limits);
         rc::Random random(seed);
         std::vector<std::string> cases;
         for (int attempt = 0; static_cast<int>(cases.size()) < count && attempt < 4 * count;
              ++attempt) {
           // Sizes cycle as a property run's do: small ones first, up to the nominal.
           Case c = gen(random.split(), attempt % (rc::kNominalSize + 1)).value();
-          c.name = absl::StrCat(profile, "-", SglangVersionName(version), "-", seed, "-", attempt);
+          c.name = absl::StrCat(absl::StrReplaceAll(profile, {{"/", "-"}}), "-", version_name, "-",
+                                seed, "-", attempt);
           c.source = "generated for the engine differential";
           c.description.clear();
           c.mode = Mode::kFaithful;
-          c.sglang = version;
+          c.sglang = sglang;
+          c.vllm = vllm_version;
           c.call.profile = p;
           c.expect.reset();
           if (ValidateCase(c).ok()) cases.push_back(WriteCase(c));
         }
         return cases;
       },
-      nb::arg("count"), nb::arg("seed"), nb::arg("profile"), nb::arg("sglang"));
+      nb::arg("count"), nb::arg("seed"), nb::arg("profile"), nb::arg("version"));
 
   m.def(
       "faithful_call",
@@ -366,6 +379,7 @@ NB_MODULE(_core, m) {
           return d;
         }
         call->sglang = c.sglang_version();
+        call->vllm = c.vllm_version();
         const Resolution r = Resolve(*call, c.call.profile, Mode::kFaithful);
         d["call"] = DescribeCall(*call, c.call.profile);
         d["raised"] = nb::none();

@@ -54,6 +54,9 @@ rc::Gen<Geometry> GenGeometry(const GeometryLimits& limits = {});
 
 // Any valid case (ValidateCase passes), geometry within `limits`.
 rc::Gen<Case> GenCase(const GeometryLimits& limits = {});
+// The same draws with the profile fixed (the call then made one of that
+// profile's engine: a vLLM profile gets vLLM's one entry and argument forms).
+rc::Gen<Case> GenCaseFor(Profile profile, const GeometryLimits& limits = {});
 
 struct ForwardLimits {
   int64_t max_macs = 2'000'000;  // of one attention pass (AttentionMacs)
