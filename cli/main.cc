@@ -1,13 +1,16 @@
 // The varlen command.
 //
-//   varlen repro FILE|DIR... [--backend=NAME[,NAME...]|all] [--sglang=VERSION|all] [--json]
-//   [--brief]
-//                [--save=DIR]
+//   varlen repro FILE|DIR... [--backend=NAME[,NAME...]|all] [--sglang=VERSION|all]
+//                [--vllm=VERSION] [--engine=sglang|vllm|all] [--json] [--brief] [--save=DIR]
 //       Runs each case on each chosen backend and prints, per run, what was
 //       passed, what resolution did, the outcome and the verdict, then one
 //       summary line. --sglang=VERSION runs every case under that SGLang
 //       version instead of its own; --sglang=all also runs it under every
 //       modelled version and prints where the outcome differs between them.
+//       --vllm=VERSION does the same for vLLM cases. --engine=sglang|vllm
+//       runs each case of the other engine as its counterpart call (the
+//       same argument values in the other engine's profile for the same
+//       backend family); --engine=all runs both and prints what differs.
 //       Exit status: 0 when every case met its expectation, 1 when any did
 //       not, 2 for an unreadable or invalid case file or a usage error.
 //       --backend also accepts the name of a mutant (see mutants). Backends
@@ -58,10 +61,12 @@
 #include "absl/strings/strip.h"
 #include "varlen/backend/registry.h"
 #include "varlen/cases/case_json.h"
+#include "varlen/cases/engines.h"
 #include "varlen/cases/executor.h"
 #include "varlen/cases/npy.h"
 #include "varlen/cases/report.h"
 #include "varlen/contract/sglang_version.h"
+#include "varlen/contract/vllm_version.h"
 #include "varlen/core/status.h"
 #ifdef VARLEN_HAVE_DECODER
 #include "case_decoder.h"
@@ -80,6 +85,10 @@ ABSL_FLAG(bool, brief, false, "one line per run; full reports only for failures"
 ABSL_FLAG(std::string, save, "",
           "repro: write q, k, v, the float64 reference and each backend's output of every case "
           "that runs forward as .npy files under DIR/<case name>/");
+ABSL_FLAG(std::string, vllm, "", "run every vLLM case under this vLLM version (0.33.0)");
+ABSL_FLAG(std::string, engine, "",
+          "sglang or vllm: run each case as that engine's counterpart call; all: run both and "
+          "print what differs");
 ABSL_FLAG(std::string, sglang, "",
           "the SGLang version faithful mode reproduces: a modelled version, \"all\" to compare "
           "every modelled version, or empty for each case's own (default: the latest)");
@@ -106,7 +115,8 @@ constexpr int kExitInvalid = 2;
 
 constexpr absl::string_view kUsage =
     "usage:\n"
-    "  varlen repro FILE|DIR... [--backend=NAME[,NAME...]|all] [--sglang=VERSION|all] [--json]\n"
+    "  varlen repro FILE|DIR... [--backend=NAME[,NAME...]|all] [--sglang=VERSION|all]\n"
+    "               [--vllm=VERSION] [--engine=sglang|vllm|all] [--json]\n"
     "               [--brief] [--save=DIR]\n"
     "  varlen backends\n"
     "  varlen check [--backends=A,B] [--tier=smoke|full|nightly] [--report=DIR] [--corpus=DIR]\n"
@@ -126,7 +136,7 @@ int UsageError(absl::string_view message) {
 // keep their own status.
 bool CheckFlagNames(int argc, char** argv, std::string* unknown) {
   constexpr absl::string_view kKnown[] = {
-      "backend", "json",     "brief",     "nojson",  "nobrief",      "sglang", "tier",
+      "backend", "json",     "brief",     "nojson",  "nobrief",      "sglang", "vllm", "engine", "tier",
       "save",    "anchors",  "noanchors", "only",    "backends",     "report", "corpus",
       "help",    "helpfull", "helpshort", "version", "expectations", "target", "budget_scale"};
   for (int i = 1; i < argc; ++i) {
@@ -143,14 +153,24 @@ bool CheckFlagNames(int argc, char** argv, std::string* unknown) {
 }
 
 std::string CapabilitiesText(const BackendCapabilities& caps) {
-  std::vector<std::string> dtypes, profiles;
+  std::vector<std::string> dtypes;
   for (DType d : caps.input_dtypes) dtypes.emplace_back(DTypeName(d));
-  for (Profile p : caps.profiles) profiles.emplace_back(ProfileName(p));
+  // The profiles it consumes, per engine.
+  std::vector<std::string> engines;
+  for (Engine engine : {Engine::kSglang, Engine::kVllm}) {
+    std::vector<std::string> names;
+    for (Profile p : ProfilesOf(engine)) {
+      if (caps.profiles.empty() ||
+          std::find(caps.profiles.begin(), caps.profiles.end(), p) != caps.profiles.end()) {
+        names.emplace_back(ProfileName(p));
+      }
+    }
+    if (!names.empty()) engines.push_back(absl::StrCat(EngineName(engine), " ", absl::StrJoin(names, " ")));
+  }
   return absl::StrCat("dtypes ", absl::StrJoin(dtypes, "/"), ", head_dim <= ", caps.max_head_dim,
                       ", GQA ", caps.grouped_query_attention ? "yes" : "no",
                       ", head_dim_v != head_dim ", caps.distinct_value_head_dim ? "yes" : "no",
-                      ", device ", caps.device, ", profiles ",
-                      profiles.empty() ? "all" : absl::StrJoin(profiles, "/"));
+                      ", device ", caps.device, "\n  profiles: ", absl::StrJoin(engines, "; "));
 }
 
 int ListBackends() {
@@ -261,7 +281,35 @@ int Repro(const std::vector<std::string>& paths) {
   if (!sglang.empty() && !compare_versions) {
     absl::StatusOr<SglangVersion> version = ParseSglangVersion(sglang);
     if (!version.ok()) return UsageError(absl::StrCat("--sglang: ", version.status().message()));
-    for (Case& c : cases) c.sglang = *version;
+    for (Case& c : cases) {
+      if (c.engine() == Engine::kSglang) c.sglang = *version;
+    }
+  }
+  if (const std::string vllm = absl::GetFlag(FLAGS_vllm); !vllm.empty()) {
+    absl::StatusOr<VllmVersion> version = ParseVllmVersion(vllm);
+    if (!version.ok()) return UsageError(absl::StrCat("--vllm: ", version.status().message()));
+    for (Case& c : cases) {
+      if (c.engine() == Engine::kVllm) c.vllm = *version;
+    }
+  }
+  // --engine: the counterpart calls, or "all" for the triage view.
+  const std::string engine_flag = absl::GetFlag(FLAGS_engine);
+  const bool compare_engines = engine_flag == "all";
+  if (!engine_flag.empty() && !compare_engines) {
+    absl::StatusOr<Engine> engine = ParseEngine(engine_flag);
+    if (!engine.ok()) {
+      return UsageError(absl::StrCat("--engine: ", engine.status().message(), ", all"));
+    }
+    for (Case& c : cases) {
+      if (c.engine() == *engine) continue;
+      absl::StatusOr<CounterpartCall> other = CounterpartCase(c);
+      if (!other.ok()) {
+        std::cerr << "varlen: " << c.name << ": " << other.status().message() << "\n";
+        return kExitInvalid;
+      }
+      for (const std::string& note : other->notes) std::cerr << "varlen: " << c.name << ": " << note << "\n";
+      c = other->counterpart;
+    }
   }
 
   const bool json = absl::GetFlag(FLAGS_json), brief = absl::GetFlag(FLAGS_brief);
@@ -303,6 +351,31 @@ int Repro(const std::vector<std::string>& paths) {
                   << backend->name() << "]\n";
       } else {
         std::cout << FormatOutcomeText(cases[i], (*files)[i], outcome) << "\n";
+      }
+      if (compare_engines) {
+        absl::StatusOr<CounterpartCall> other = CounterpartCase(cases[i]);
+        if (!other.ok()) {
+          std::cout << "ENGINES  " << cases[i].name << "  [" << backend->name()
+                    << "]: " << other.status().message() << "\n";
+        } else {
+          const Outcome there = RunCase(other->counterpart, *backend);
+          const VersionDifference d = CompareEngines(cases[i], outcome, other->counterpart, there);
+          differs = differs || !d.summary.empty();
+          if (json) {
+            differences.push_back({{"case", cases[i].name},
+                                   {"backend", backend->name()},
+                                   {"from", QualifiedProfileName(cases[i].call.profile)},
+                                   {"to", QualifiedProfileName(other->counterpart.call.profile)},
+                                   {"summary", d.summary},
+                                   {"notes", other->notes},
+                                   {"fields", d.fields}});
+          } else {
+            std::cout << "ENGINES  " << cases[i].name << "  [" << backend->name() << "]  "
+                      << d.summary << "\n";
+            for (const std::string& note : other->notes) std::cout << "    note: " << note << "\n";
+            for (const std::string& field : d.fields) std::cout << "    " << field << "\n";
+          }
+        }
       }
       if (compare_versions) {
         // The same case under every modelled version, oldest first.

@@ -117,6 +117,13 @@ void MakeVllmCall(Case* c) {
   call.sdpa = SdpaOptions{};
   call.bsz.reset();
   call.seq_len.reset();
+  // SGLang's keywords and metadata, which vLLM refuses first, now and then.
+  if (*rc::gen::inRange(0, 8) != 0) {
+    call.forward_metadata.reset();
+    std::erase_if(call.kwargs, [](const auto& kv) {
+      return kv.first == "output_ws" || kv.first == "softmax_scale";
+    });
+  }
   if (*rc::gen::inRange(0, 3) != 0) {
     call.layout = *rc::gen::element(QLayout::kBatched, QLayout::kBatchedFusedQkv);
     call.seq_len = c->geometry.total_tokens();

@@ -30,7 +30,9 @@ BackendCapabilities KernelCapabilities() {
           .distinct_value_head_dim = true,
           .strided_inputs = true,
           .profiles = {Profile::kFa3, Profile::kTritonAttn, Profile::kFa4, Profile::kAiterAttn,
-                       Profile::kAscendAttn, Profile::kAmxAttn, Profile::kXpuAttn},
+                       Profile::kAscendAttn, Profile::kAmxAttn, Profile::kXpuAttn,
+                       Profile::kVllmFlashAttnFa2, Profile::kVllmFlashAttnFa3,
+                       Profile::kVllmTritonAttn},
           .max_sequences = kSm90Limits.max_grid_z,
           .device = "cuda"};
 }

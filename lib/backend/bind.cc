@@ -513,7 +513,9 @@ absl::StatusOr<KernelCall> BindSdpa(const ResolvedArgs& call, const SdpaArgs& ar
 
 }  // namespace
 
-absl::StatusOr<KernelCall> BindForKernel(const ResolvedArgs& resolved) {
+namespace {
+
+absl::StatusOr<KernelCall> BindArgs(const ResolvedArgs& resolved) {
   if (const auto* a = std::get_if<FlashinferCudnnArgs>(&resolved.args)) {
     return BindFlashinferCudnn(resolved, *a);
   }
@@ -521,6 +523,14 @@ absl::StatusOr<KernelCall> BindForKernel(const ResolvedArgs& resolved) {
   if (const auto* a = std::get_if<TritonArgs>(&resolved.args)) return BindTriton(resolved, *a);
   if (const auto* a = std::get_if<AscendArgs>(&resolved.args)) return BindAscend(resolved, *a);
   return BindSdpa(resolved, std::get<SdpaArgs>(resolved.args));
+}
+
+}  // namespace
+
+absl::StatusOr<KernelCall> BindForKernel(const ResolvedArgs& resolved) {
+  absl::StatusOr<KernelCall> call = BindArgs(resolved);
+  if (call.ok() && !resolved.after_kernel.ok()) return resolved.after_kernel;
+  return call;
 }
 
 KernelCall BindGroundTruth(const Tensor& q, const Tensor& k, const Tensor& v,

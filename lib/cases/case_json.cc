@@ -912,7 +912,7 @@ json ArgLiteralToJson(const ArgLiteral& a) {
   return nullptr;
 }
 
-json TensorToJson(const Tensor& t) {
+TensorLiteral LiteralOfTensor(const Tensor& t) {
   TensorLiteral literal;
   literal.dtype = t.dtype();
   literal.device = t.device();
@@ -926,8 +926,10 @@ json TensorToJson(const Tensor& t) {
       }
     }
   }
-  return TensorLiteralToJson(literal);
+  return literal;
 }
+
+json TensorToJson(const Tensor& t) { return TensorLiteralToJson(LiteralOfTensor(t)); }
 
 json CaseToJson(const Case& c) {
   json geometry = {

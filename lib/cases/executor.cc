@@ -415,8 +415,10 @@ void CaseRunner::Execute(const Backend& backend, Outcome* outcome) {
 
   absl::StatusOr<KernelCall> kernel = BindForKernel(*outcome->resolution->args);
   if (!kernel.ok()) {
-    if (PythonErrorKindOf(kernel.status()).has_value())
-      return raised(kernel.status(), "kernel entry");
+    if (PythonErrorKindOf(kernel.status()).has_value()) {
+      const bool after = kernel.status() == outcome->resolution->args->after_kernel;
+      return raised(kernel.status(), after ? "library, after the kernel" : "kernel entry");
+    }
     if (absl::IsUnimplemented(kernel.status())) return unsupported(kernel.status());
     outcome->kernel_fault = kernel.status();
     outcome->observed = Observed::kCorruption;

@@ -434,29 +434,63 @@ ojson ComparableOutcome(const Outcome& o) {
 
 bool Succeeded(const Outcome& o) { return o.observed == Observed::kSuccess; }
 
-}  // namespace
-
-VersionDifference CompareVersions(const Outcome& before, const Outcome& after,
-                                  SglangVersion after_version) {
-  VersionDifference difference;
+std::vector<std::string> DifferingFields(const Outcome& before, const Outcome& after) {
+  std::vector<std::string> fields;
   const ojson a = ComparableOutcome(before), b = ComparableOutcome(after);
   for (const auto& [key, value] : b.items()) {
     const auto old = a.find(key);
     const ojson old_value = old == a.end() ? ojson() : *old;
     if (old_value != value) {
-      difference.fields.push_back(absl::StrCat(key, ": ", old_value.dump(), " -> ", value.dump()));
+      fields.push_back(absl::StrCat(key, ": ", old_value.dump(), " -> ", value.dump()));
     }
   }
   for (const auto& [key, value] : a.items()) {
     if (!b.contains(key)) {
-      difference.fields.push_back(absl::StrCat(key, ": ", value.dump(), " -> absent"));
+      fields.push_back(absl::StrCat(key, ": ", value.dump(), " -> absent"));
     }
   }
+  return fields;
+}
+
+const char* OutcomeVerb(const Outcome& o) {
+  switch (o.observed) {
+    case Observed::kSuccess:
+      return "succeeds";
+    case Observed::kError:
+      return "raises";
+    case Observed::kCorruption:
+      return "gives a wrong output";
+    case Observed::kUnsupported:
+      return "is not modelled or not supported";
+  }
+  return "?";
+}
+
+}  // namespace
+
+VersionDifference CompareVersions(const Outcome& before, const Outcome& after,
+                                  SglangVersion after_version) {
+  VersionDifference difference;
+  difference.fields = DifferingFields(before, after);
   if (difference.fields.empty()) return difference;
   const std::string version(SglangVersionName(after_version));
   difference.summary = !Succeeded(before) && Succeeded(after)   ? "fixed in " + version
                        : Succeeded(before) && !Succeeded(after) ? "new in " + version
                                                                 : "changed in " + version;
+  return difference;
+}
+
+VersionDifference CompareEngines(const Case& a, const Outcome& in_a, const Case& b,
+                                 const Outcome& in_b) {
+  VersionDifference difference;
+  difference.fields = DifferingFields(in_a, in_b);
+  if (difference.fields.empty()) return difference;
+  const auto said = [](const Case& c, const Outcome& o) {
+    std::string text = absl::StrCat(QualifiedProfileName(c.call.profile), " ", OutcomeVerb(o));
+    if (o.observed == Observed::kError) absl::StrAppend(&text, " ", FormatPythonError(o.error));
+    return text;
+  };
+  difference.summary = absl::StrCat(said(a, in_a), "; ", said(b, in_b));
   return difference;
 }
 

@@ -14,6 +14,7 @@
 // launch, whatever would give a wrong one.
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,16 +66,66 @@ OpSchema SchemaOf(Profile profile) {
   }
 }
 
+// repr() of a small 0-d or 1-d integer or bool tensor as torch prints it
+// ("tensor([ 0,  4, 10], device='cuda:0', dtype=torch.int32)"); unset for
+// anything else (float formatting, line wrapping and nesting are torch's
+// printer's, not modelled).
+std::optional<std::string> TorchRepr(const Tensor& t) {
+  const bool is_bool = t.dtype() == DType::kBool;
+  if ((!IsIntegral(t.dtype()) && !is_bool) || t.dim() > 1 || t.numel() == 0 || !t.has_storage()) {
+    return std::nullopt;
+  }
+  std::vector<std::string> items;
+  size_t width = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const int64_t v = t.IntAt(i);
+    items.push_back(is_bool ? (v != 0 ? "True" : "False") : absl::StrCat(v));
+    width = std::max(width, items.back().size());
+  }
+  if (items.size() * (width + 2) > 72) return std::nullopt;  // torch wraps the line
+  std::string body;
+  if (t.dim() == 0) {
+    body = items[0];
+  } else {
+    for (std::string& item : items) item.insert(0, width - item.size(), ' ');
+    body = absl::StrCat("[", absl::StrJoin(items, ", "), "]");
+  }
+  std::string repr = absl::StrCat("tensor(", body);
+  if (t.device() != Device::kCpu) absl::StrAppend(&repr, ", device='cuda:0'");
+  if (t.dtype() != DType::kInt64 && !is_bool) absl::StrAppend(&repr, ", dtype=torch.", DTypeName(t.dtype()));
+  return absl::StrCat(repr, ")");
+}
+
+// repr() of a Python value as the dispatcher quotes it; unset where a
+// tensor inside it is beyond TorchRepr.
+std::optional<std::string> DispatcherRepr(const Value& value) {
+  if (value.is_tensor()) return TorchRepr(value.as_tensor());
+  if (value.kind() != Value::Kind::kList) return value.Repr();
+  std::vector<std::string> items;
+  for (const Value& item : value.as_list()) {
+    std::optional<std::string> repr = DispatcherRepr(item);
+    if (!repr.has_value()) return std::nullopt;
+    items.push_back(*repr);
+  }
+  return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
+}
+
 // The dispatcher's refusal of a non-tensor for a Tensor? argument.
 absl::Status GateError(const OpSchema& op, absl::string_view argument, int position,
                        const Value& value) {
+  const std::optional<std::string> repr = DispatcherRepr(value);
+  if (!repr.has_value()) {
+    return absl::UnimplementedError(absl::StrCat(
+        "the dispatcher refuses ", argument, "=", value.Repr(),
+        " and quotes it as torch prints it: that printing is not modelled for this value"));
+  }
   return PythonError(
       PyErrorKind::kRuntimeError,
       absl::StrCat("vllm::", op.name, "() Expected a value of type 'Optional[Tensor]' for argument '",
                    argument, "' but instead found type '", value.TypeName(), "'.\nPosition: ",
-                   position, "\nValue: ", value.Repr(), "\nDeclaration: ", op.declaration,
+                   position, "\nValue: ", *repr, "\nDeclaration: ", op.declaration,
                    "\nCast error details: Unable to cast ",
-                   value.kind() == Value::Kind::kStr ? value.as_str() : value.Repr(), " to Tensor"));
+                   value.kind() == Value::Kind::kStr ? value.as_str() : *repr, " to Tensor"));
 }
 
 // The op's Tensor? arguments, in position order.
@@ -192,6 +243,23 @@ absl::StatusOr<OpOffsets> OpBody(const ResolveContext& ctx, const Views& views) 
   return out;
 }
 
+// What the wrapper raises once the kernel returned: einops' "(b s) h d -> b
+// s h d" with b = 0 divides by it; the final reshape(bsz, q_len, -1) of a
+// [b, s, H*D] input cannot infer -1 from an empty output.
+absl::Status AfterKernel(const AttentionCall& call, const Views& views, bool rearranges) {
+  if (rearranges && views.bsz == 0) {
+    return PythonError(PyErrorKind::kZeroDivisionError, "integer modulo by zero");
+  }
+  if (call.q.dim() != 4 && views.bsz * views.q_len == 0) {
+    return PythonError(PyErrorKind::kRuntimeError,
+                       absl::StrCat("cannot reshape tensor of 0 elements into shape [", views.bsz,
+                                    ", ", views.q_len,
+                                    ", -1] because the unspecified dimension size -1 can be any "
+                                    "value and is ambiguous"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckBothOrNeither(const ResolveContext& ctx) {
   if (ctx.call.cu_seqlens.is_none() != ctx.kwargs.get("max_seqlen").is_none()) {
     return PythonError(PyErrorKind::kAssertionError,
@@ -207,7 +275,11 @@ absl::StatusOr<ResolvedArgs> FaithfulFlashOrTriton(const ResolveContext& ctx, Pr
   VARLEN_ASSIGN_OR_RETURN(OpOffsets op, OpBody(ctx, views));
   ResolvedArgs resolved;
   SetInputs(&resolved, views.q, views.k, views.v);
+  resolved.after_kernel = AfterKernel(ctx.call, views, /*rearranges=*/true);
   if (profile == Profile::kVllmTritonAttn) {
+    if (op.cu.dim() == 0) {
+      return PythonError(PyErrorKind::kIndexError, "slice() cannot be applied to a 0-dim tensor.");
+    }
     TritonArgs args;
     // b_start_loc = cu[:-1], b_seq_len = cu[1:] - cu[:-1]: device-side.
     args.cu_seqlens = Value::FromTensor(op.cu.numel() > 0 && op.cu.is_contiguous()
@@ -279,18 +351,35 @@ absl::StatusOr<ResolvedArgs> FaithfulSdpa(const ResolveContext& ctx) {
   std::vector<int64_t> lens;
   if (!ctx.call.cu_seqlens.is_none()) {
     const Tensor& cu = ctx.call.cu_seqlens.as_tensor();
-    if (IsFloatingPoint(cu.dtype())) {
-      return PythonError(PyErrorKind::kTypeError,
-                         "split_with_sizes(): argument 'split_sizes' (position 2) must be tuple of "
-                         "ints, but found element of type float at pos 0");
+    if (cu.dim() == 0) {
+      return PythonError(PyErrorKind::kIndexError, "slice() cannot be applied to a 0-dim tensor.");
     }
     ctx.Note("lens = (cu_seqlens[1:] - cu_seqlens[:-1]).tolist(); max_seqlen and "
              "sequence_lengths are never read");
-    lens = Diff(cu).ToHostInts("(cu_seqlens[1:] - cu_seqlens[:-1]).tolist()");
+    const Tensor diffs = Diff(cu);
+    constexpr absl::string_view kRead = "(cu_seqlens[1:] - cu_seqlens[:-1]).tolist()";
+    // torch.split takes the list's elements as sizes: a nested list (a
+    // multi-dimensional cu_seqlens) or floats are refused.
+    const char* element = diffs.numel() == 0 ? nullptr
+                          : cu.dim() > 1     ? "list"
+                          : IsFloatingPoint(cu.dtype()) ? "float"
+                                                        : nullptr;
+    if (element != nullptr || IsFloatingPoint(cu.dtype())) {
+      diffs.ToHostDoubles(kRead);
+    } else {
+      lens = diffs.ToHostInts(kRead);
+    }
+    if (element != nullptr) {
+      return PythonError(PyErrorKind::kTypeError,
+                         absl::StrCat("split_with_sizes(): argument 'split_sizes' (position 2) must "
+                                      "be tuple of ints, but found element of type ",
+                                      element, " at pos 0"));
+    }
     VARLEN_RETURN_IF_ERROR(CheckSplitSizes(lens, views.q_len));
   }
   ResolvedArgs resolved;
   SetInputs(&resolved, views.q, views.k, views.v);
+  resolved.after_kernel = AfterKernel(ctx.call, views, /*rearranges=*/false);
   resolved.args = ChunkedSdpa(lens, views, LayerScale(ctx.call));
   return resolved;
 }
@@ -338,6 +427,10 @@ absl::StatusOr<ResolvedArgs> FaithfulFlashinfer(const ResolveContext& ctx) {
   resolved.q = q;
   resolved.k = k;
   resolved.v = v;
+  if (call.q.dim() == 4 && call.q.size(0) == 0) {
+    resolved.after_kernel =
+        PythonError(PyErrorKind::kZeroDivisionError, "integer modulo by zero");
+  }
   resolved.args = args;
   return resolved;
 }
@@ -392,6 +485,13 @@ absl::StatusOr<Views> HardenedViews(const AttentionCall& call) {
                                       ShapeToString(call.q.shape()),
                                       ": q, k and v must agree on batch, seq and rank"));
     }
+  }
+  if (call.q.size(0) * call.q.size(1) == 0) {
+    return PythonError(PyErrorKind::kValueError,
+                       absl::StrCat("q has shape ", ShapeToString(call.q.shape()),
+                                    ": no tokens, and vLLM's wrappers fail on an empty batch after "
+                                    "the kernel (einops divides by the batch, the final reshape "
+                                    "cannot infer its size)"));
   }
   return ViewQkv(call);
 }

@@ -58,11 +58,15 @@ Tensor FlattenBatch(const Tensor& t) {
   if (t.dim() != 4) return t;
   if (t.is_contiguous()) return t.Reshape({t.size(0) * t.size(1), t.size(2), t.size(3)});
   const Shape& st = t.strides();
-  return t.AsStrided({t.size(0) * t.size(1), t.size(2), t.size(3)}, {st[1], st[2], st[3]}, 0);
+  // With one token per item the items are the tokens: their stride is the
+  // batch stride (torch merges a size-1 dimension whatever its stride).
+  const int64_t token_stride = t.size(1) == 1 ? st[0] : st[1];
+  return t.AsStrided({t.size(0) * t.size(1), t.size(2), t.size(3)}, {token_stride, st[2], st[3]},
+                     0);
 }
 
 bool CanFlattenBatch(const Tensor& t) {
-  return t.dim() != 4 || t.is_contiguous() || t.size(0) <= 1 ||
+  return t.dim() != 4 || t.is_contiguous() || t.size(0) <= 1 || t.size(1) == 1 ||
          t.strides()[0] == t.size(1) * t.strides()[1];
 }
 

@@ -390,6 +390,14 @@ NB_MODULE(_core, m) {
                                        std::string(r.status.message()));
         }
         d["resolved"] = r.args.has_value() ? FormatJson(ResolvedArgsToJson(*r.args)) : "";
+        // What the library raises once the kernel returned (the kernel's own
+        // entry checks, which come first, are the binding's).
+        d["after_kernel"] = nb::none();
+        if (r.args.has_value() && !r.args->after_kernel.ok()) {
+          const absl::Status& after = r.args->after_kernel;
+          d["after_kernel"] = nb::make_tuple(std::string(PyErrorKindName(*PythonErrorKindOf(after))),
+                                             std::string(after.message()));
+        }
         const DeviceEventCounts counts = r.counts();
         d["host_syncs"] = counts.host_syncs;
         d["host_to_device_copies"] = counts.host_to_device_copies;

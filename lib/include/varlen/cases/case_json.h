@@ -55,6 +55,9 @@ std::string WriteCase(const Case& c);
 // which is how reports print resolved arguments).
 nlohmann::ordered_json ArgLiteralToJson(const ArgLiteral& value);
 nlohmann::ordered_json TensorToJson(const Tensor& tensor);
+// A contiguous tensor's values as a case file spells them (1-d unless
+// another shape).
+TensorLiteral LiteralOfTensor(const Tensor& tensor);
 
 // The same compact pretty-printing WriteCase uses, for any JSON value.
 std::string FormatJson(const nlohmann::ordered_json& value);

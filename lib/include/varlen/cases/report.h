@@ -50,6 +50,13 @@ struct VersionDifference {
 VersionDifference CompareVersions(const Outcome& before, const Outcome& after,
                                   SglangVersion after_version);
 
+// The same comparison for one call under two engines (CounterpartCase):
+// the summary says what each engine did ("sglang:fa3 succeeds;
+// vllm:FLASH_ATTN/fa3 raises RuntimeError: ..."), the fields what differs
+// (the resolved arguments are each engine's own, so they always do).
+VersionDifference CompareEngines(const Case& a, const Outcome& in_a, const Case& b,
+                                 const Outcome& in_b);
+
 }  // namespace varlen
 
 #endif  // VARLEN_CASES_REPORT_H_

@@ -126,6 +126,11 @@ struct ResolvedArgs {
   // through the layer, flattened to [T, H, D] and, unless the layer passes
   // strided views to this backend, contiguous copies.
   Tensor q, k, v;
+  // What the library raises after the kernel returned, when it does (vLLM's
+  // einops rearrange of a batch of 0, its reshape of an empty output): the
+  // kernel's own entry checks come first (BindForKernel returns this after
+  // them).
+  absl::Status after_kernel;
 };
 
 // The outcome of one resolution.

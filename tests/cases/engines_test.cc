@@ -1,0 +1,114 @@
+// The engine dimension of the case format (a vLLM case reads, validates and
+// round-trips) and the counterpart calls of `varlen repro --engine`.
+
+#include "varlen/cases/engines.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "varlen/cases/case_json.h"
+#include "varlen/backend/registry.h"
+#include "varlen/cases/executor.h"
+
+namespace varlen {
+namespace {
+
+using ::testing::HasSubstr;
+using json = nlohmann::json;
+
+json VllmCase() {
+  return json::parse(R"({
+    "name": "vllm-minimal",
+    "source": "unit test",
+    "engine": "vllm",
+    "vllm": "0.33.0",
+    "mode": "faithful",
+    "geometry": {"seq_lens": [5, 3], "num_heads": 2, "head_dim": 8, "dtype": "float32"},
+    "call": {
+      "profile": "FLASH_ATTN/fa3",
+      "layout": "batched",
+      "seq_len": 8,
+      "vllm_metadata": {"cu_seqlens": {"tensor": [0, 5, 8], "dtype": "int32", "device": "cpu"}}
+    }
+  })");
+}
+
+std::string ErrorFor(const json& j) {
+  absl::StatusOr<Case> c = ParseCase(j.dump(), "x.json");
+  return c.ok() ? "OK" : std::string(c.status().message());
+}
+
+TEST(VllmCaseTest, ReadsAndRoundTrips) {
+  absl::StatusOr<Case> c = ParseCase(VllmCase().dump(), "x.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->engine(), Engine::kVllm);
+  EXPECT_EQ(c->call.profile, Profile::kVllmFlashAttnFa3);
+  ASSERT_TRUE(c->call.vllm_metadata.has_value());
+  absl::StatusOr<Case> again = ParseCase(WriteCase(*c), "x.json");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, *c);
+}
+
+TEST(VllmCaseTest, RefusesFieldsOfTheOtherEngine) {
+  json j = VllmCase();
+  j.erase("engine");
+  EXPECT_EQ(ErrorFor(j), "x.json: $.vllm: a vLLM version needs \"engine\": \"vllm\"");
+  j = VllmCase();
+  j["sglang"] = "0.5.23";
+  EXPECT_EQ(ErrorFor(j), "x.json: $.sglang: an SGLang version names the engine of an sglang case");
+  j = VllmCase();
+  j["call"]["profile"] = "fa3";
+  EXPECT_THAT(ErrorFor(j), HasSubstr("(it is sglang's: name the engine)"));
+  j = VllmCase();
+  j["call"]["entry"] = "layer";
+  EXPECT_THAT(ErrorFor(j), HasSubstr("vLLM has one entry"));
+  j = VllmCase();
+  j["call"]["kwargs"] = {{"max_seqlen", 5}};
+  EXPECT_EQ(ErrorFor(j),
+            "x.json: $.call.kwargs.max_seqlen: vllm_metadata makes this keyword; give one or the "
+            "other");
+  j = json::parse(R"({"name": "s", "source": "t", "mode": "faithful",
+    "geometry": {"seq_lens": [3], "num_heads": 1, "head_dim": 4, "dtype": "float32"},
+    "call": {"profile": "fa3", "layout": "batched_fused_qkv", "seq_len": 3}})");
+  EXPECT_THAT(ErrorFor(j), HasSubstr("batched_fused_qkv is a vLLM layout"));
+}
+
+TEST(CounterpartTest, CarriesTheArgumentValuesOver) {
+  absl::StatusOr<Case> c = ParseCase(VllmCase().dump(), "x.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<CounterpartCall> sglang = CounterpartCase(*c);
+  ASSERT_TRUE(sglang.ok()) << sglang.status();
+  const Case& t = sglang->counterpart;
+  EXPECT_EQ(t.call.profile, Profile::kFa3);
+  EXPECT_EQ(t.call.layout, QLayout::kPacked);
+  EXPECT_FALSE(t.call.vllm_metadata.has_value());
+  // The builders' keywords, spelled out: a 0-d host max_seqlen.
+  ASSERT_EQ(t.call.kwargs.size(), 1u);
+  EXPECT_EQ(t.call.kwargs[0].first, "max_seqlen");
+  EXPECT_EQ(t.call.kwargs[0].second.tensor.shape, Shape{});
+  EXPECT_EQ(t.call.kwargs[0].second.tensor.ints, std::vector<int64_t>{5});
+  // SGLang resolves it; back in vLLM the packed q is misread.
+  EXPECT_EQ(RunCase(t, *FindBackend("cpu_reference")).observed, Observed::kSuccess);
+  absl::StatusOr<CounterpartCall> back = CounterpartCase(t);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->counterpart.call.profile, Profile::kVllmFlashAttnFa3);
+  const Outcome there = RunCase(back->counterpart, *FindBackend("cpu_reference"));
+  EXPECT_EQ(FormatPythonError(there.error),
+            "RuntimeError: shape '[8, 2, 2, 8]' is invalid for input of size 128");
+}
+
+TEST(CounterpartTest, NamesAProfileWithoutOne) {
+  json j = VllmCase();
+  j.erase("engine");
+  j.erase("vllm");
+  j["call"] = {{"profile", "ascend_attn"}};
+  absl::StatusOr<Case> c = ParseCase(j.dump(), "x.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_THAT(std::string(CounterpartCase(*c).status().message()),
+              HasSubstr("sglang:ascend_attn has no modelled counterpart in vLLM"));
+}
+
+}  // namespace
+}  // namespace varlen
