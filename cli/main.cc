@@ -136,9 +136,10 @@ int UsageError(absl::string_view message) {
 // keep their own status.
 bool CheckFlagNames(int argc, char** argv, std::string* unknown) {
   constexpr absl::string_view kKnown[] = {
-      "backend", "json",     "brief",     "nojson",  "nobrief",      "sglang", "vllm", "engine", "tier",
-      "save",    "anchors",  "noanchors", "only",    "backends",     "report", "corpus",
-      "help",    "helpfull", "helpshort", "version", "expectations", "target", "budget_scale"};
+      "backend",   "json",     "brief",        "nojson", "nobrief",     "sglang",
+      "vllm",      "engine",   "tier",         "save",   "anchors",     "noanchors",
+      "only",      "backends", "report",       "corpus", "help",        "helpfull",
+      "helpshort", "version",  "expectations", "target", "budget_scale"};
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
     if (arg == "--") break;
@@ -165,7 +166,8 @@ std::string CapabilitiesText(const BackendCapabilities& caps) {
         names.emplace_back(ProfileName(p));
       }
     }
-    if (!names.empty()) engines.push_back(absl::StrCat(EngineName(engine), " ", absl::StrJoin(names, " ")));
+    if (!names.empty())
+      engines.push_back(absl::StrCat(EngineName(engine), " ", absl::StrJoin(names, " ")));
   }
   return absl::StrCat("dtypes ", absl::StrJoin(dtypes, "/"), ", head_dim <= ", caps.max_head_dim,
                       ", GQA ", caps.grouped_query_attention ? "yes" : "no",
@@ -307,7 +309,8 @@ int Repro(const std::vector<std::string>& paths) {
         std::cerr << "varlen: " << c.name << ": " << other.status().message() << "\n";
         return kExitInvalid;
       }
-      for (const std::string& note : other->notes) std::cerr << "varlen: " << c.name << ": " << note << "\n";
+      for (const std::string& note : other->notes)
+        std::cerr << "varlen: " << c.name << ": " << note << "\n";
       c = other->counterpart;
     }
   }

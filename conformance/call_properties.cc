@@ -67,8 +67,9 @@ std::vector<CallForm> VllmWellFormedForms(const Case& c) {
     });
     return forms;
   }
-  add("max_seqlen as a host int64 tensor", false,
-      [&](CallSpec* call) { SetKwarg(call, "max_seqlen", max_tensor(DType::kInt64, Device::kCpu)); });
+  add("max_seqlen as a host int64 tensor", false, [&](CallSpec* call) {
+    SetKwarg(call, "max_seqlen", max_tensor(DType::kInt64, Device::kCpu));
+  });
   add("max_seqlen as a device int32 tensor", false, [&](CallSpec* call) {
     SetKwarg(call, "max_seqlen", max_tensor(DType::kInt32, Device::kCuda));
   });

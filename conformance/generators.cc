@@ -130,9 +130,9 @@ void MakeVllmCall(Case* c) {
   }
   if (*rc::gen::inRange(0, 3) == 0) {
     VllmMetadataSpec m;
-    m.cu_seqlens = ArgLiteral::IntTensor(OffsetsOf(c->geometry.seq_lens),
-                                         *rc::gen::element(DType::kInt32, DType::kInt64),
-                                         Device::kCpu);
+    m.cu_seqlens =
+        ArgLiteral::IntTensor(OffsetsOf(c->geometry.seq_lens),
+                              *rc::gen::element(DType::kInt32, DType::kInt64), Device::kCpu);
     if (*rc::gen::arbitrary<bool>()) m.tp_size = *rc::gen::inRange<int64_t>(1, 3);
     call.vllm_metadata = m;
     call.cu_seqlens = ArgLiteral::None();

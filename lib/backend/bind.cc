@@ -262,15 +262,17 @@ absl::StatusOr<KernelCall> BindFlashinferCudnn(const ResolvedArgs& resolved,
     // vLLM passes them as the caller gave them (SGLang's resolution made
     // them int32 on q's device).
     if (args.inputs_as_strided && (t->dtype() != DType::kInt32 || t->device() != q3.device())) {
-      return absl::UnimplementedError(absl::StrCat(
-          "cudnn_batch_prefill_with_kv_cache given ", DTypeName(t->dtype()), " lengths or offsets on ",
-          DeviceName(t->device()), ": cuDNN's response is not modelled"));
+      return absl::UnimplementedError(absl::StrCat("cudnn_batch_prefill_with_kv_cache given ",
+                                                   DTypeName(t->dtype()), " lengths or offsets on ",
+                                                   DeviceName(t->device()),
+                                                   ": cuDNN's response is not modelled"));
     }
     if (t != &args.actual_seq_lens && t->numel() < batch) {
-      return absl::OutOfRangeError(absl::StrCat(
-          "cudnn_batch_prefill_with_kv_cache reads ", batch, " offsets per section (one per "
-          "entry of actual_seq_lens) but a section has ", t->numel(),
-          ": the kernel would read past the buffer"));
+      return absl::OutOfRangeError(absl::StrCat("cudnn_batch_prefill_with_kv_cache reads ", batch,
+                                                " offsets per section (one per "
+                                                "entry of actual_seq_lens) but a section has ",
+                                                t->numel(),
+                                                ": the kernel would read past the buffer"));
     }
   }
   for (int64_t b = 0; b < batch; ++b) {
@@ -365,9 +367,9 @@ absl::StatusOr<KernelCall> BindFlashVarlen(const ResolvedArgs& call, const Flash
   const int32_t kernel_max = WrapInt32(max_seqlen);
   const int64_t rows = GridRows(kernel_max, kFa3BlockRows);
   builder.LimitRows(rows);
-  return builder.Finish(absl::StrCat(kFunction, args.fa_version != 0 ? absl::StrCat(" (FA", args.fa_version, ")") : "",
-                                     ": ", batch, " sequences, max_seqlen=", max_seqlen,
-                                     " -> rows covered per sequence ", rows));
+  return builder.Finish(absl::StrCat(
+      kFunction, args.fa_version != 0 ? absl::StrCat(" (FA", args.fa_version, ")") : "", ": ",
+      batch, " sequences, max_seqlen=", max_seqlen, " -> rows covered per sequence ", rows));
 }
 
 absl::StatusOr<KernelCall> BindTriton(const ResolvedArgs& call, const TritonArgs& args) {

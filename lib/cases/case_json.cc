@@ -360,10 +360,10 @@ absl::StatusOr<MetadataSpec> ReadMetadata(const json& j, const std::string& path
 }
 
 absl::StatusOr<VllmMetadataSpec> ReadVllmMetadata(const json& j, const std::string& path) {
-  VARLEN_ASSIGN_OR_RETURN(ObjectReader r,
-                          ObjectReader::Open(j, path,
-                                             {"cu_seqlens", "hidden_size", "tp_size",
-                                              "fp8_padded_hidden_size", "device"}));
+  VARLEN_ASSIGN_OR_RETURN(
+      ObjectReader r,
+      ObjectReader::Open(
+          j, path, {"cu_seqlens", "hidden_size", "tp_size", "fp8_padded_hidden_size", "device"}));
   VllmMetadataSpec m;
   VARLEN_ASSIGN_OR_RETURN(const json* cu, r.Required("cu_seqlens"));
   VARLEN_ASSIGN_OR_RETURN(m.cu_seqlens, ReadArg(*cu, r.Path("cu_seqlens")));
@@ -415,8 +415,7 @@ absl::StatusOr<CallSpec> ReadCall(const json& j, const std::string& path, Engine
   }
   if (const json* metadata = r.Optional("vllm_metadata");
       metadata != nullptr && !metadata->is_null()) {
-    VARLEN_ASSIGN_OR_RETURN(c.vllm_metadata,
-                            ReadVllmMetadata(*metadata, r.Path("vllm_metadata")));
+    VARLEN_ASSIGN_OR_RETURN(c.vllm_metadata, ReadVllmMetadata(*metadata, r.Path("vllm_metadata")));
   }
   if (const json* kwargs = r.Optional("kwargs")) {
     if (!kwargs->is_object()) return Expected(r.Path("kwargs"), "an object", *kwargs);
@@ -496,11 +495,11 @@ absl::StatusOr<Expectation> ReadExpectation(const json& j, const std::string& pa
 }
 
 absl::StatusOr<Case> ReadCase(const json& j) {
-  VARLEN_ASSIGN_OR_RETURN(ObjectReader r,
-                          ObjectReader::Open(j, "$",
-                                             {"name", "source", "description", "engine", "sglang",
-                                              "vllm", "mode", "geometry", "data", "call", "warmup",
-                                              "expect"}));
+  VARLEN_ASSIGN_OR_RETURN(
+      ObjectReader r,
+      ObjectReader::Open(j, "$",
+                         {"name", "source", "description", "engine", "sglang", "vllm", "mode",
+                          "geometry", "data", "call", "warmup", "expect"}));
   Case c;
   VARLEN_ASSIGN_OR_RETURN(const json* name, r.Required("name"));
   VARLEN_ASSIGN_OR_RETURN(c.name, ReadString(*name, r.Path("name")));
@@ -683,8 +682,9 @@ absl::Status ValidateCall(const CallSpec& c, const Geometry& g) {
   }
   const bool vllm = EngineOf(c.profile) == Engine::kVllm;
   if (c.layout == QLayout::kBatchedFusedQkv && !vllm) {
-    return PathError(p + ".layout", "batched_fused_qkv is a vLLM layout: SGLang's layer hands "
-                                    "backends [T, H, D]");
+    return PathError(p + ".layout",
+                     "batched_fused_qkv is a vLLM layout: SGLang's layer hands "
+                     "backends [T, H, D]");
   }
   if (c.layout == QLayout::kBatched || c.layout == QLayout::kBatchedFusedQkv) {
     if (c.profile != Profile::kFlashinferCudnn && !vllm) {
@@ -708,8 +708,9 @@ absl::Status ValidateCall(const CallSpec& c, const Geometry& g) {
   }
   if (vllm) {
     if (c.entry != Entry::kDirect) {
-      return PathError(p + ".entry", "vLLM has one entry, MMEncoderAttention.forward: leave "
-                                     "\"direct\"");
+      return PathError(p + ".entry",
+                       "vLLM has one entry, MMEncoderAttention.forward: leave "
+                       "\"direct\"");
     }
     if (c.graph_mode || c.rotary || c.sdpa != SdpaOptions{}) {
       return PathError(p, "graph_mode, rotary and sdpa are SGLang's; a vLLM call has none");
@@ -721,16 +722,17 @@ absl::Status ValidateCall(const CallSpec& c, const Geometry& g) {
     if (c.vllm_metadata.has_value()) {
       const VllmMetadataSpec& m = *c.vllm_metadata;
       VARLEN_RETURN_IF_ERROR(ValidateArg(m.cu_seqlens, p + ".vllm_metadata.cu_seqlens"));
-      if (m.cu_seqlens.kind != ArgLiteral::Kind::kTensor || m.cu_seqlens.tensor.device != Device::kCpu ||
-          !IsIntegral(m.cu_seqlens.tensor.dtype) || m.cu_seqlens.tensor.shape.has_value()) {
+      if (m.cu_seqlens.kind != ArgLiteral::Kind::kTensor ||
+          m.cu_seqlens.tensor.device != Device::kCpu || !IsIntegral(m.cu_seqlens.tensor.dtype) ||
+          m.cu_seqlens.tensor.shape.has_value()) {
         return PathError(p + ".vllm_metadata.cu_seqlens",
                          "the builders take host token offsets: a 1-d int32 or int64 cpu tensor");
       }
       VARLEN_RETURN_IF_ERROR(CheckRange(p + ".vllm_metadata.tp_size", m.tp_size, 1, kMaxHeads,
                                         "tensor-parallel ranks"));
-      for (const auto& [name, value] : {std::pair<const char*, std::optional<int64_t>>{
-                                            "hidden_size", m.hidden_size},
-                                        {"fp8_padded_hidden_size", m.fp8_padded_hidden_size}}) {
+      for (const auto& [name, value] :
+           {std::pair<const char*, std::optional<int64_t>>{"hidden_size", m.hidden_size},
+            {"fp8_padded_hidden_size", m.fp8_padded_hidden_size}}) {
         if (value.has_value()) {
           VARLEN_RETURN_IF_ERROR(CheckRange(absl::StrCat(p, ".vllm_metadata.", name), *value, 1,
                                             kMaxTotalTokens, "elements per token"));
@@ -743,7 +745,8 @@ absl::Status ValidateCall(const CallSpec& c, const Geometry& g) {
         }
       }
       if (c.cu_seqlens.kind != ArgLiteral::Kind::kNone) {
-        return PathError(p + ".cu_seqlens", "vllm_metadata makes cu_seqlens; give one or the other");
+        return PathError(p + ".cu_seqlens",
+                         "vllm_metadata makes cu_seqlens; give one or the other");
       }
     }
   } else if (c.vllm_metadata.has_value()) {
@@ -948,10 +951,12 @@ json CaseToJson(const Case& c) {
                                         : json(nullptr)}};
   if (c.call.vllm_metadata.has_value()) {
     const VllmMetadataSpec& m = *c.call.vllm_metadata;
-    json vm = {{"cu_seqlens", ArgLiteralToJson(m.cu_seqlens)}, {"tp_size", m.tp_size},
+    json vm = {{"cu_seqlens", ArgLiteralToJson(m.cu_seqlens)},
+               {"tp_size", m.tp_size},
                {"device", DeviceName(m.device)}};
     if (m.hidden_size.has_value()) vm["hidden_size"] = *m.hidden_size;
-    if (m.fp8_padded_hidden_size.has_value()) vm["fp8_padded_hidden_size"] = *m.fp8_padded_hidden_size;
+    if (m.fp8_padded_hidden_size.has_value())
+      vm["fp8_padded_hidden_size"] = *m.fp8_padded_hidden_size;
     call["vllm_metadata"] = vm;
   }
   if (c.call.rotary) call["rotary"] = true;

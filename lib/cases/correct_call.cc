@@ -62,8 +62,8 @@ void SetCorrectVllmCall(Case* c, Profile profile, bool prepared) {
   } else {
     call.cu_seqlens = ArgLiteral::IntTensor(offsets, DType::kInt32, Device::kCuda);
     if (profile != Profile::kVllmTorchSdpa) {
-      call.kwargs.emplace_back("max_seqlen",
-                               ArgLiteral::IntScalarTensor(g.longest(), DType::kInt32, Device::kCpu));
+      call.kwargs.emplace_back(
+          "max_seqlen", ArgLiteral::IntScalarTensor(g.longest(), DType::kInt32, Device::kCpu));
     }
   }
 }

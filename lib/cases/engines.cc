@@ -19,7 +19,8 @@ constexpr std::pair<Profile, Profile> kCounterparts[] = {
 };
 
 ArgLiteral LiteralOfValue(const Value& value) {
-  return value.is_none() ? ArgLiteral::None() : ArgLiteral::Tensor(LiteralOfTensor(value.as_tensor()));
+  return value.is_none() ? ArgLiteral::None()
+                         : ArgLiteral::Tensor(LiteralOfTensor(value.as_tensor()));
 }
 
 void SetKwarg(CallSpec* call, const std::string& key, ArgLiteral value) {
@@ -79,16 +80,18 @@ absl::StatusOr<CounterpartCall> CounterpartCase(const Case& c) {
   call.profile = *other;
   if (EngineOf(*other) == Engine::kVllm) {
     if (call.entry == Entry::kLayer) {
-      out.notes.push_back("entry: vLLM's MMEncoderAttention.forward takes the caller's keywords "
-                          "as given (SGLang's layer adds the keys it always passes)");
+      out.notes.push_back(
+          "entry: vLLM's MMEncoderAttention.forward takes the caller's keywords "
+          "as given (SGLang's layer adds the keys it always passes)");
     }
     if (call.graph_mode || call.rotary || call.sdpa != SdpaOptions{}) {
       out.notes.push_back("graph_mode, rotary and the sdpa options are SGLang's: dropped");
     }
     if (call.layout == QLayout::kPacked || call.layout == QLayout::kFusedQkv) {
-      out.notes.push_back("layout: q, k and v as SGLang's backends take them, [T, H, D]; "
-                          "MMEncoderAttention reads [b, s, H, D] (a model moving to vLLM "
-                          "adds the batch dimension)");
+      out.notes.push_back(
+          "layout: q, k and v as SGLang's backends take them, [T, H, D]; "
+          "MMEncoderAttention reads [b, s, H, D] (a model moving to vLLM "
+          "adds the batch dimension)");
     }
     call.entry = Entry::kDirect;
     call.graph_mode = false;
@@ -101,8 +104,9 @@ absl::StatusOr<CounterpartCall> CounterpartCase(const Case& c) {
   } else {
     VARLEN_RETURN_IF_ERROR(SpellOutVllmMetadata(c, &call));
     if (call.layout == QLayout::kBatched || call.layout == QLayout::kBatchedFusedQkv) {
-      out.notes.push_back("layout: SGLang's backends take q as [T, H, D]; the batch dimension "
-                          "is dropped");
+      out.notes.push_back(
+          "layout: SGLang's backends take q as [T, H, D]; the batch dimension "
+          "is dropped");
       call.layout = call.layout == QLayout::kBatched ? QLayout::kPacked : QLayout::kFusedQkv;
       if (*other == Profile::kFlashinferCudnn && call.layout == QLayout::kPacked) {
         call.layout = QLayout::kBatched;  // flashinfer_cudnn takes [b, s, h, d] as well
@@ -114,9 +118,9 @@ absl::StatusOr<CounterpartCall> CounterpartCase(const Case& c) {
     if (*other == Profile::kSdpa) call.sdpa.flatten_batch = true;  // one item of many sequences
   }
   if (absl::Status valid = ValidateCase(t); !valid.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("the ", EngineName(EngineOf(*other)),
-                                                   " counterpart of this call is not a valid case: ",
-                                                   valid.message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("the ", EngineName(EngineOf(*other)),
+                     " counterpart of this call is not a valid case: ", valid.message()));
   }
   return out;
 }

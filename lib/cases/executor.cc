@@ -151,9 +151,9 @@ absl::Status ApplyVllmMetadata(const Case& c, AttentionCall* call) {
   options.tp_size = m.tp_size;
   options.fp8_padded_hidden_size = m.fp8_padded_hidden_size;
   const Value cu = Materialize(m.cu_seqlens, call->q);
-  VARLEN_ASSIGN_OR_RETURN(VllmEncoderMetadata metadata,
-                          PrepareVllmEncoderMetadata(c.call.profile, cu.as_tensor(), options,
-                                                     m.device, c.mode));
+  VARLEN_ASSIGN_OR_RETURN(
+      VllmEncoderMetadata metadata,
+      PrepareVllmEncoderMetadata(c.call.profile, cu.as_tensor(), options, m.device, c.mode));
   call->cu_seqlens = metadata.cu_seqlens;
   call->kwargs.set("max_seqlen", metadata.max_seqlen);
   if (!metadata.sequence_lengths.is_none()) {

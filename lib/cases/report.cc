@@ -142,14 +142,14 @@ namespace {
 ojson ProfileArgsToJson(const ResolvedArgs& resolved) {
   if (const auto* a = std::get_if<FlashinferCudnnArgs>(&resolved.args)) {
     ojson j = {{"profile", std::string(ProfileName(resolved.profile))},
-            {"actual_seq_lens", TensorToJson(a->actual_seq_lens)},
-            {"batch_offsets_qk", TensorToJson(a->batch_offsets_qk)},
-            {"batch_offsets_v", TensorToJson(a->batch_offsets_v)},
-            {"batch_offsets_o", TensorToJson(a->batch_offsets_o)},
-            {"max_token_per_sequence", a->max_token_per_sequence},
-            {"max_sequence_kv", a->max_sequence_kv},
-            {"scale", a->scale},
-            {"output_4d", a->output_4d}};
+               {"actual_seq_lens", TensorToJson(a->actual_seq_lens)},
+               {"batch_offsets_qk", TensorToJson(a->batch_offsets_qk)},
+               {"batch_offsets_v", TensorToJson(a->batch_offsets_v)},
+               {"batch_offsets_o", TensorToJson(a->batch_offsets_o)},
+               {"max_token_per_sequence", a->max_token_per_sequence},
+               {"max_sequence_kv", a->max_sequence_kv},
+               {"scale", a->scale},
+               {"output_4d", a->output_4d}};
     if (a->inputs_as_strided) j["inputs_as_strided"] = true;
     return j;
   }
@@ -232,21 +232,22 @@ ojson ResolvedArgsToJson(const ResolvedArgs& resolved) {
 
 // "SGLang 0.5.23", "vLLM 0.33.0".
 std::string EngineVersionText(const Case& c) {
-  return c.engine() == Engine::kVllm ? absl::StrCat("vLLM ", VllmVersionName(c.vllm_version()))
-                                     : absl::StrCat("SGLang ", SglangVersionName(c.sglang_version()));
+  return c.engine() == Engine::kVllm
+             ? absl::StrCat("vLLM ", VllmVersionName(c.vllm_version()))
+             : absl::StrCat("SGLang ", SglangVersionName(c.sglang_version()));
 }
 
 std::string DescribeCall(const CallSpec& call) {
   std::vector<std::string> parts;
   if (call.vllm_metadata.has_value()) {
     const VllmMetadataSpec& m = *call.vllm_metadata;
-    parts.push_back(absl::StrCat("the encoder metadata builders' keywords from ",
-                                 ArgText(m.cu_seqlens), " (tp_size ", m.tp_size,
-                                 m.hidden_size.has_value() ? absl::StrCat(", hidden_size ", *m.hidden_size) : "",
-                                 m.fp8_padded_hidden_size.has_value()
-                                     ? absl::StrCat(", fp8_padded_hidden_size ", *m.fp8_padded_hidden_size)
-                                     : "",
-                                 ")"));
+    parts.push_back(absl::StrCat(
+        "the encoder metadata builders' keywords from ", ArgText(m.cu_seqlens), " (tp_size ",
+        m.tp_size, m.hidden_size.has_value() ? absl::StrCat(", hidden_size ", *m.hidden_size) : "",
+        m.fp8_padded_hidden_size.has_value()
+            ? absl::StrCat(", fp8_padded_hidden_size ", *m.fp8_padded_hidden_size)
+            : "",
+        ")"));
   } else {
     parts.push_back(absl::StrCat("cu_seqlens=", ArgText(call.cu_seqlens)));
   }
@@ -267,9 +268,8 @@ std::string FormatOutcomeText(const Case& c, const std::string& origin, const Ou
   absl::StrAppend(&text, "  source:     ", c.source, "\n");
   if (!c.description.empty()) absl::StrAppend(&text, "  about:      ", c.description, "\n");
   absl::StrAppend(&text, "  call:       ", ProfileName(c.call.profile), " ", ModeName(c.mode),
-                  c.mode == Mode::kFaithful
-                      ? absl::StrCat(" (", EngineVersionText(c), ")")
-                      : " (version-independent)",
+                  c.mode == Mode::kFaithful ? absl::StrCat(" (", EngineVersionText(c), ")")
+                                            : " (version-independent)",
                   ", ", EntryName(c.call.entry), c.call.graph_mode ? ", cuda-graph mode" : "",
                   c.call.layout == QLayout::kPacked
                       ? ""

@@ -68,8 +68,9 @@ absl::StatusOr<Engine> ParseEngine(absl::string_view name) {
 }
 
 Engine EngineOf(Profile profile) {
-  return static_cast<int>(profile) >= static_cast<int>(Profile::kVllmFlashAttnFa2) ? Engine::kVllm
-                                                                                   : Engine::kSglang;
+  return static_cast<int>(profile) >= static_cast<int>(Profile::kVllmFlashAttnFa2)
+             ? Engine::kVllm
+             : Engine::kSglang;
 }
 
 absl::Span<const Profile> AllProfiles() {

@@ -92,7 +92,8 @@ std::optional<std::string> TorchRepr(const Tensor& t) {
   }
   std::string repr = absl::StrCat("tensor(", body);
   if (t.device() != Device::kCpu) absl::StrAppend(&repr, ", device='cuda:0'");
-  if (t.dtype() != DType::kInt64 && !is_bool) absl::StrAppend(&repr, ", dtype=torch.", DTypeName(t.dtype()));
+  if (t.dtype() != DType::kInt64 && !is_bool)
+    absl::StrAppend(&repr, ", dtype=torch.", DTypeName(t.dtype()));
   return absl::StrCat(repr, ")");
 }
 
@@ -121,9 +122,10 @@ absl::Status GateError(const OpSchema& op, absl::string_view argument, int posit
   }
   return PythonError(
       PyErrorKind::kRuntimeError,
-      absl::StrCat("vllm::", op.name, "() Expected a value of type 'Optional[Tensor]' for argument '",
-                   argument, "' but instead found type '", value.TypeName(), "'.\nPosition: ",
-                   position, "\nValue: ", *repr, "\nDeclaration: ", op.declaration,
+      absl::StrCat("vllm::", op.name,
+                   "() Expected a value of type 'Optional[Tensor]' for argument '", argument,
+                   "' but instead found type '", value.TypeName(), "'.\nPosition: ", position,
+                   "\nValue: ", *repr, "\nDeclaration: ", op.declaration,
                    "\nCast error details: Unable to cast ",
                    value.kind() == Value::Kind::kStr ? value.as_str() : *repr, " to Tensor"));
 }
@@ -131,10 +133,9 @@ absl::Status GateError(const OpSchema& op, absl::string_view argument, int posit
 // The op's Tensor? arguments, in position order.
 absl::Status CheckSchema(const ResolveContext& ctx, Profile profile, const Value& cu) {
   const OpSchema op = SchemaOf(profile);
-  const std::pair<absl::string_view, int> arguments[] = {
-      {"cu_seqlens", op.cu_position},
-      {"max_seqlen", op.max_position},
-      {"sequence_lengths", op.lengths_position}};
+  const std::pair<absl::string_view, int> arguments[] = {{"cu_seqlens", op.cu_position},
+                                                         {"max_seqlen", op.max_position},
+                                                         {"sequence_lengths", op.lengths_position}};
   for (const auto& [name, position] : arguments) {
     if (position < 0) continue;
     const Value value = name == "cu_seqlens" ? cu : ctx.kwargs.get(name);
@@ -178,9 +179,7 @@ absl::StatusOr<Tensor> ViewTo4d(const Tensor& t, int64_t bsz, int64_t len, int64
 
 // einops "b s ... -> (b s) ...": [b, s, h, d] -> [b * s, h, d], a view when
 // the items follow one another at the token stride, else a copy.
-Tensor Flatten(const Tensor& t) {
-  return FlattenBatch(CanFlattenBatch(t) ? t : Contiguous(t));
-}
+Tensor Flatten(const Tensor& t) { return FlattenBatch(CanFlattenBatch(t) ? t : Contiguous(t)); }
 
 struct Views {
   Tensor q, k, v;  // [b, s, heads, head_size]
@@ -193,18 +192,18 @@ absl::StatusOr<Views> ViewQkv(const AttentionCall& call) {
   views.bsz = call.q.size(0);
   views.q_len = call.q.size(1);
   const int64_t kv_len = call.k.size(1);
-  VARLEN_ASSIGN_OR_RETURN(views.q,
-                          ViewTo4d(call.q, views.bsz, views.q_len, layer.num_heads, layer.head_size));
   VARLEN_ASSIGN_OR_RETURN(
-      views.k, ViewTo4d(call.k, views.bsz, kv_len, layer.num_kv_heads, layer.head_size));
-  VARLEN_ASSIGN_OR_RETURN(
-      views.v, ViewTo4d(call.v, views.bsz, kv_len, layer.num_kv_heads, layer.head_size));
+      views.q, ViewTo4d(call.q, views.bsz, views.q_len, layer.num_heads, layer.head_size));
+  VARLEN_ASSIGN_OR_RETURN(views.k,
+                          ViewTo4d(call.k, views.bsz, kv_len, layer.num_kv_heads, layer.head_size));
+  VARLEN_ASSIGN_OR_RETURN(views.v,
+                          ViewTo4d(call.v, views.bsz, kv_len, layer.num_kv_heads, layer.head_size));
   return views;
 }
 
 double LayerScale(const AttentionCall& call) {
-  return call.vllm_layer.scale.value_or(DefaultSoftmaxScale(Profile::kVllmFlashAttnFa2,
-                                                            call.vllm_layer.head_size));
+  return call.vllm_layer.scale.value_or(
+      DefaultSoftmaxScale(Profile::kVllmFlashAttnFa2, call.vllm_layer.head_size));
 }
 
 void SetInputs(ResolvedArgs* resolved, const Tensor& q, const Tensor& k, const Tensor& v) {
@@ -282,9 +281,8 @@ absl::StatusOr<ResolvedArgs> FaithfulFlashOrTriton(const ResolveContext& ctx, Pr
     }
     TritonArgs args;
     // b_start_loc = cu[:-1], b_seq_len = cu[1:] - cu[:-1]: device-side.
-    args.cu_seqlens = Value::FromTensor(op.cu.numel() > 0 && op.cu.is_contiguous()
-                                            ? op.cu.Slice(0, op.cu.numel() - 1)
-                                            : op.cu);
+    args.cu_seqlens = Value::FromTensor(
+        op.cu.numel() > 0 && op.cu.is_contiguous() ? op.cu.Slice(0, op.cu.numel() - 1) : op.cu);
     args.seq_lens = Value::FromTensor(Diff(op.cu));
     args.max_seqlen = op.max_seqlen;
     args.scale = LayerScale(ctx.call);
@@ -314,11 +312,12 @@ absl::Status CheckSplitSizes(const std::vector<int64_t>& lens, int64_t dim_size)
     sum += length;
   }
   if (sum != dim_size) {
-    return PythonError(PyErrorKind::kRuntimeError,
-                       absl::StrCat("split_with_sizes expects split_sizes to sum exactly to ",
-                                    dim_size, " (input tensor's size at dimension 1), but got "
-                                    "split_sizes=",
-                                    sizes));
+    return PythonError(
+        PyErrorKind::kRuntimeError,
+        absl::StrCat("split_with_sizes expects split_sizes to sum exactly to ", dim_size,
+                     " (input tensor's size at dimension 1), but got "
+                     "split_sizes=",
+                     sizes));
   }
   if (lens.empty()) {
     return PythonError(PyErrorKind::kValueError,
@@ -354,14 +353,15 @@ absl::StatusOr<ResolvedArgs> FaithfulSdpa(const ResolveContext& ctx) {
     if (cu.dim() == 0) {
       return PythonError(PyErrorKind::kIndexError, "slice() cannot be applied to a 0-dim tensor.");
     }
-    ctx.Note("lens = (cu_seqlens[1:] - cu_seqlens[:-1]).tolist(); max_seqlen and "
-             "sequence_lengths are never read");
+    ctx.Note(
+        "lens = (cu_seqlens[1:] - cu_seqlens[:-1]).tolist(); max_seqlen and "
+        "sequence_lengths are never read");
     const Tensor diffs = Diff(cu);
     constexpr absl::string_view kRead = "(cu_seqlens[1:] - cu_seqlens[:-1]).tolist()";
     // torch.split takes the list's elements as sizes: a nested list (a
     // multi-dimensional cu_seqlens) or floats are refused.
-    const char* element = diffs.numel() == 0 ? nullptr
-                          : cu.dim() > 1     ? "list"
+    const char* element = diffs.numel() == 0            ? nullptr
+                          : cu.dim() > 1                ? "list"
                           : IsFloatingPoint(cu.dtype()) ? "float"
                                                         : nullptr;
     if (element != nullptr || IsFloatingPoint(cu.dtype())) {
@@ -370,10 +370,11 @@ absl::StatusOr<ResolvedArgs> FaithfulSdpa(const ResolveContext& ctx) {
       lens = diffs.ToHostInts(kRead);
     }
     if (element != nullptr) {
-      return PythonError(PyErrorKind::kTypeError,
-                         absl::StrCat("split_with_sizes(): argument 'split_sizes' (position 2) must "
-                                      "be tuple of ints, but found element of type ",
-                                      element, " at pos 0"));
+      return PythonError(
+          PyErrorKind::kTypeError,
+          absl::StrCat("split_with_sizes(): argument 'split_sizes' (position 2) must "
+                       "be tuple of ints, but found element of type ",
+                       element, " at pos 0"));
     }
     VARLEN_RETURN_IF_ERROR(CheckSplitSizes(lens, views.q_len));
   }
@@ -428,8 +429,7 @@ absl::StatusOr<ResolvedArgs> FaithfulFlashinfer(const ResolveContext& ctx) {
   resolved.k = k;
   resolved.v = v;
   if (call.q.dim() == 4 && call.q.size(0) == 0) {
-    resolved.after_kernel =
-        PythonError(PyErrorKind::kZeroDivisionError, "integer modulo by zero");
+    resolved.after_kernel = PythonError(PyErrorKind::kZeroDivisionError, "integer modulo by zero");
   }
   resolved.args = args;
   return resolved;
@@ -523,17 +523,17 @@ absl::StatusOr<ResolvedArgs> HardenedFlashOrTriton(const ResolveContext& ctx, Pr
     checked.offsets = offsets;
     checked.longest = LongestOfOffsets(offsets, "the uniform offsets");
   } else {
-    VARLEN_ASSIGN_OR_RETURN(checked, CheckCuSeqlensForKernel(ctx, call.cu_seqlens.as_tensor(),
-                                                             "cu_seqlens", tokens,
-                                                             /*may_cast=*/true));
+    VARLEN_ASSIGN_OR_RETURN(
+        checked, CheckCuSeqlensForKernel(ctx, call.cu_seqlens.as_tensor(), "cu_seqlens", tokens,
+                                         /*may_cast=*/true));
   }
   int64_t max_seqlen = views.q_len;
   if (!max.is_none()) {
     VARLEN_ASSIGN_OR_RETURN(max_seqlen, CheckMaxSeqlen(max, checked.longest.value,
                                                        checked.longest.source, "max_seqlen"));
   }
-  VARLEN_RETURN_IF_ERROR(CheckUnusedBoundariesAgree(ctx, checked.offsets, "cu_seqlens",
-                                                    kSequenceLengthsKwarg));
+  VARLEN_RETURN_IF_ERROR(
+      CheckUnusedBoundariesAgree(ctx, checked.offsets, "cu_seqlens", kSequenceLengthsKwarg));
   const VllmLayer& layer = call.vllm_layer;
   const int64_t batch = static_cast<int64_t>(checked.offsets.size()) - 1;
   if (profile == Profile::kVllmFlashAttnFa2 && max_seqlen == 1 &&
@@ -569,9 +569,9 @@ absl::StatusOr<ResolvedArgs> HardenedSdpa(const ResolveContext& ctx, const Views
   std::vector<int64_t> lens;
   if (!ctx.call.cu_seqlens.is_none()) {
     // Every item is split by the same offsets, which must cover it.
-    VARLEN_ASSIGN_OR_RETURN(std::vector<int64_t> offsets,
-                            CheckTokenOffsets(ctx.call.cu_seqlens.as_tensor(), "cu_seqlens",
-                                              views.q_len));
+    VARLEN_ASSIGN_OR_RETURN(
+        std::vector<int64_t> offsets,
+        CheckTokenOffsets(ctx.call.cu_seqlens.as_tensor(), "cu_seqlens", views.q_len));
     if (offsets.size() < 2) {
       return PythonError(PyErrorKind::kValueError,
                          "cu_seqlens=[0] describes no sequence: TORCH_SDPA splits each item by "
@@ -593,40 +593,39 @@ absl::StatusOr<ResolvedArgs> HardenedFlashinfer(const ResolveContext& ctx) {
   const AttentionCall& call = ctx.call;
   const Value max = ctx.kwargs.get("max_seqlen");
   const Value lengths_value = ctx.kwargs.get("sequence_lengths");
-  for (const auto& [name, value] : {std::pair<absl::string_view, const Value*>{"cu_seqlens",
-                                                                              &call.cu_seqlens},
-                                    {"max_seqlen", &max},
-                                    {"sequence_lengths", &lengths_value}}) {
+  for (const auto& [name, value] :
+       {std::pair<absl::string_view, const Value*>{"cu_seqlens", &call.cu_seqlens},
+        {"max_seqlen", &max},
+        {"sequence_lengths", &lengths_value}}) {
     if (value->is_none()) {
-      return PythonError(
-          PyErrorKind::kValueError,
-          absl::StrCat(name, " is None: FLASHINFER needs cu_seqlens, max_seqlen and "
-                             "sequence_lengths as MMEncoderAttention's builders make them "
-                             "(maybe_recompute_cu_seqlens, compute_max_seqlen, "
-                             "maybe_compute_seq_lens)"));
+      return PythonError(PyErrorKind::kValueError,
+                         absl::StrCat(name,
+                                      " is None: FLASHINFER needs cu_seqlens, max_seqlen and "
+                                      "sequence_lengths as MMEncoderAttention's builders make them "
+                                      "(maybe_recompute_cu_seqlens, compute_max_seqlen, "
+                                      "maybe_compute_seq_lens)"));
     }
   }
   const Tensor q = Contiguous(Flatten(call.q)), k = Contiguous(Flatten(call.k));
   const Tensor v = Flatten(call.v);
   if (q.dim() != 3 || q.size(1) != call.vllm_layer.num_heads ||
       q.size(2) != call.vllm_layer.head_size) {
-    return PythonError(PyErrorKind::kValueError,
-                       absl::StrCat("q has shape ", ShapeToString(call.q.shape()),
-                                    ": FLASHINFER reads [T, ", call.vllm_layer.num_heads, ", ",
-                                    call.vllm_layer.head_size, "] or [b, s, ",
-                                    call.vllm_layer.num_heads, ", ", call.vllm_layer.head_size,
-                                    "]"));
+    return PythonError(
+        PyErrorKind::kValueError,
+        absl::StrCat("q has shape ", ShapeToString(call.q.shape()), ": FLASHINFER reads [T, ",
+                     call.vllm_layer.num_heads, ", ", call.vllm_layer.head_size, "] or [b, s, ",
+                     call.vllm_layer.num_heads, ", ", call.vllm_layer.head_size, "]"));
   }
   const Tensor& cu = call.cu_seqlens.as_tensor();
   const Device device = q.device();
   for (const auto& [name, t] : {std::pair<absl::string_view, const Tensor*>{"cu_seqlens", &cu},
                                 {"sequence_lengths", &lengths_value.as_tensor()}}) {
     if (t->dtype() != DType::kInt32 || t->device() != device) {
-      return PythonError(PyErrorKind::kValueError,
-                         absl::StrCat(name, " is ", DTypeName(t->dtype()), " on ",
-                                      DeviceName(t->device()),
-                                      ": cuDNN reads it on the device as int32 (q is on ",
-                                      DeviceName(device), ")"));
+      return PythonError(
+          PyErrorKind::kValueError,
+          absl::StrCat(name, " is ", DTypeName(t->dtype()), " on ", DeviceName(t->device()),
+                       ": cuDNN reads it on the device as int32 (q is on ", DeviceName(device),
+                       ")"));
     }
   }
   VARLEN_ASSIGN_OR_RETURN(std::vector<int64_t> lengths, CheckSequenceLengths(lengths_value));
@@ -635,25 +634,24 @@ absl::StatusOr<ResolvedArgs> HardenedFlashinfer(const ResolveContext& ctx) {
     return PythonError(
         PyErrorKind::kValueError,
         absl::StrCat("cu_seqlens has ", entries.size(), " entries and sequence_lengths ",
-                     lengths.size(), ": FLASHINFER's offsets are two sections of len + 1 = ",
-                     lengths.size() + 1, " entries each ([q, k and o | v]), ",
-                     2 * (lengths.size() + 1), " in all"));
+                     lengths.size(),
+                     ": FLASHINFER's offsets are two sections of len + 1 = ", lengths.size() + 1,
+                     " entries each ([q, k and o | v]), ", 2 * (lengths.size() + 1), " in all"));
   }
   const int64_t half = static_cast<int64_t>(lengths.size()) + 1;
   const int64_t tokens = q.size(0);
   int64_t start = 0;
   for (size_t b = 0; b < lengths.size(); ++b) {
     const std::pair<absl::string_view, std::pair<int64_t, int64_t>> sections[] = {
-        {"q, k and o", {entries[b], q.strides()[0]}},
-        {"v", {entries[half + b], v.strides()[0]}}};
+        {"q, k and o", {entries[b], q.strides()[0]}}, {"v", {entries[half + b], v.strides()[0]}}};
     for (const auto& [section, offset_stride] : sections) {
       const auto [offset, stride] = offset_stride;
       if (offset != start * stride) {
         const int64_t index = section == "v" ? half + static_cast<int64_t>(b) : b;
         return PythonError(
             PyErrorKind::kValueError,
-            absl::StrCat("cu_seqlens[", index, "]=", offset, " but sequence ", b, " starts at token ",
-                         start, ", element ", start * stride, " of ", section,
+            absl::StrCat("cu_seqlens[", index, "]=", offset, " but sequence ", b,
+                         " starts at token ", start, ", element ", start * stride, " of ", section,
                          " (token stride ", stride,
                          "): the offsets must be the sequence lengths' running sums times the "
                          "tensor's token stride"));

@@ -54,18 +54,16 @@ absl::StatusOr<VllmEncoderMetadata> PrepareVllmEncoderMetadata(Profile profile, 
                             CheckTokenOffsets(cu, "cu_seqlens", std::nullopt));
     if (flashinfer) {
       if (options.tp_size <= 0 || scale <= 0) {
-        return PythonError(PyErrorKind::kValueError,
-                           absl::StrCat("hidden_size=", options.hidden_size,
-                                        " // tp_size=", options.tp_size, " = ", scale,
-                                        ": the elements per token must be positive"));
+        return PythonError(
+            PyErrorKind::kValueError,
+            absl::StrCat("hidden_size=", options.hidden_size, " // tp_size=", options.tp_size,
+                         " = ", scale, ": the elements per token must be positive"));
       }
       // The v section is three times q's, unless FP8 packs them densely.
       const int64_t v_factor = options.fp8_padded_hidden_size.has_value() ? 1 : 3;
-      VARLEN_RETURN_IF_ERROR(CheckElementOffsetsFitInt32(offsets.back(), "cu_seqlens[-1]",
-                                                         scale * v_factor,
-                                                         v_factor == 3
-                                                             ? "3 * hidden_size // tp_size"
-                                                             : "fp8_padded_hidden_size // tp_size"));
+      VARLEN_RETURN_IF_ERROR(CheckElementOffsetsFitInt32(
+          offsets.back(), "cu_seqlens[-1]", scale * v_factor,
+          v_factor == 3 ? "3 * hidden_size // tp_size" : "fp8_padded_hidden_size // tp_size"));
     }
   }
   if (!IsIntegral(cu.dtype()) || cu.dim() != 1 || cu.device() != Device::kCpu) {
@@ -74,16 +72,16 @@ absl::StatusOr<VllmEncoderMetadata> PrepareVllmEncoderMetadata(Profile profile, 
                      cu.DebugString()));
   }
   VllmEncoderMetadata metadata;
-  metadata.max_seqlen = Value::FromTensor(Tensor::FromInts(
-      {ComputeMaxSeqlen(profile, cu)}, DType::kInt32, Device::kCpu, Shape{}));
+  metadata.max_seqlen = Value::FromTensor(
+      Tensor::FromInts({ComputeMaxSeqlen(profile, cu)}, DType::kInt32, Device::kCpu, Shape{}));
   Tensor offsets = cu;
   if (flashinfer) {
     // Qwen3-VL's metadata: the padded lengths, in the offsets' dtype.
     const int64_t batch = std::max<int64_t>(cu.numel() - 1, 0);
     const int64_t padded = PaddedBatchSize(batch);
-    metadata.sequence_lengths = Value::FromTensor(internal::To(
-        internal::PadTo(internal::Diff(cu), padded, 0), device, cu.dtype(),
-        "async_tensor_h2d(sequence_lengths)"));
+    metadata.sequence_lengths =
+        Value::FromTensor(internal::To(internal::PadTo(internal::Diff(cu), padded, 0), device,
+                                       cu.dtype(), "async_tensor_h2d(sequence_lengths)"));
     if (cu.numel() == 0) {
       return PythonError(PyErrorKind::kIndexError,
                          "index -1 is out of bounds for axis 0 with size 0");
@@ -92,9 +90,9 @@ absl::StatusOr<VllmEncoderMetadata> PrepareVllmEncoderMetadata(Profile profile, 
     Tensor v = options.fp8_padded_hidden_size.has_value() ? qko : internal::MulScalar(qko, 3);
     // add_padding_to_seqlens is a no-op at a bucket; else it repeats the last.
     const auto pad = [&](const Tensor& section) {
-      return batch == padded ? section
-                             : internal::PadTo(section, padded + 1,
-                                               section.IntAt(section.numel() - 1));
+      return batch == padded
+                 ? section
+                 : internal::PadTo(section, padded + 1, section.IntAt(section.numel() - 1));
     };
     offsets = internal::Cat({pad(qko), pad(v)});
   }

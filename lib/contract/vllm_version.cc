@@ -29,9 +29,8 @@ absl::StatusOr<VllmVersion> ParseVllmVersion(absl::string_view name) {
   }
   std::vector<std::string> names;
   for (VllmVersion version : kVersions) names.emplace_back(VllmVersionName(version));
-  return absl::InvalidArgumentError(
-      absl::StrCat("vLLM version \"", name,
-                   "\" is not modelled (modelled: ", absl::StrJoin(names, ", "), ")"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "vLLM version \"", name, "\" is not modelled (modelled: ", absl::StrJoin(names, ", "), ")"));
 }
 
 }  // namespace varlen

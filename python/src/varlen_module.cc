@@ -21,13 +21,13 @@
 #include "nanobind/stl/string.h"
 #include "nanobind/stl/vector.h"
 #include "python_backend.h"
+#include "rapidcheck/Random.h"
 #include "varlen/backend/bind.h"
 #include "varlen/backend/registry.h"
 #include "varlen/cases/case_json.h"
 #include "varlen/cases/executor.h"
 #include "varlen/cases/report.h"
 #include "varlen/cases/synth.h"
-#include "rapidcheck/Random.h"
 #include "varlen/conformance/check.h"
 #include "varlen/conformance/generators.h"
 #include "varlen/conformance/suite.h"
@@ -341,8 +341,8 @@ NB_MODULE(_core, m) {
         } else {
           sglang = OrRaise(ParseSglangVersion(version_name));
         }
-        const GeometryLimits limits{.max_sequences = 5, .max_len = 24, .max_heads = 4,
-                                    .max_head_dim = 8};
+        const GeometryLimits limits{
+            .max_sequences = 5, .max_len = 24, .max_heads = 4, .max_head_dim = 8};
         // SGLang's calls are drawn as they always were (its figures stay
         // reproducible); vLLM's are drawn for the profile.
         const rc::Gen<Case> gen = vllm ? GenCaseFor(p, limits) : GenCase(limits);
@@ -395,8 +395,9 @@ NB_MODULE(_core, m) {
         d["after_kernel"] = nb::none();
         if (r.args.has_value() && !r.args->after_kernel.ok()) {
           const absl::Status& after = r.args->after_kernel;
-          d["after_kernel"] = nb::make_tuple(std::string(PyErrorKindName(*PythonErrorKindOf(after))),
-                                             std::string(after.message()));
+          d["after_kernel"] =
+              nb::make_tuple(std::string(PyErrorKindName(*PythonErrorKindOf(after))),
+                             std::string(after.message()));
         }
         const DeviceEventCounts counts = r.counts();
         d["host_syncs"] = counts.host_syncs;

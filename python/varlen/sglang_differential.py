@@ -658,7 +658,8 @@ def _outcome_text(raised) -> str:
     return "success" if raised is None else f"{raised[0]}: {raised[1]}"
 
 
-def rule_of(profile: str, field: str, predicted: str, observed: str) -> str:
+def rule_of(profile: str, field: str, predicted: str, observed: str,
+            engine: str = "SGLang") -> str:
     """A difference with its values taken out: one line per rule that differs."""
     def kind(text):
         try:
@@ -671,10 +672,67 @@ def rule_of(profile: str, field: str, predicted: str, observed: str) -> str:
     a, b = kind(predicted), kind(observed)
     if a == b:
         return f"{profile}: {field}: the values differ ({a})"
-    return f"{profile}: {field}: faithful {a} / SGLang {b}"
+    return f"{profile}: {field}: faithful {a} / {engine} {b}"
 
 
 # --- the run ------------------------------------------------------------------------------
+
+
+def tally(row: dict, rules: Dict[str, Dict[str, Any]], profile: str,
+          diffs: List[Tuple[str, str, str]], reason: Optional[str], text: str,
+          save_as: Optional[Path], engine: str = "SGLang") -> None:
+    """Counts one call into its backend's `row` (agree, kernel entry, not
+    modelled, explained by `reason`, differ) and each of its differences into
+    `rules`, keeping the first example of each (written to `save_as`)."""
+    if not diffs:
+        row["agree"] += 1
+        return
+    if diffs[0][0] == "kernel entry":
+        row["kernel_entry"] += 1
+        return
+    if diffs[0][0] == "not modelled":
+        row["not_modelled"] += 1
+    elif reason is not None:
+        row["explained"] += 1
+    else:
+        row["differ"] += 1
+    for field, p, o in diffs:
+        rule = rule_of(profile, field, p, o, engine)
+        if reason is not None:
+            rule = f"{rule}  [explained: {reason}]"
+        entry = rules.setdefault(rule, {"count": 0, "example": None, "field": field,
+                                        "predicted": p, "observed": o})
+        entry["count"] += 1
+        if entry["example"] is None:
+            entry["example"] = json.loads(text)
+            if save_as:
+                save_as.parent.mkdir(parents=True, exist_ok=True)
+                save_as.write_text(text)
+
+
+def print_table(result: dict, out) -> collections.Counter:
+    """The backend x outcome table of a run; returns the column totals."""
+    columns = ("calls", "agree", "kernel_entry", "not_modelled", "explained", "differ")
+    print("  " + f"{'backend':17s}" + "".join(f"{c:>14s}" for c in columns), file=out)
+    total = collections.Counter()
+    for profile, row in result["backends"].items():
+        total.update(row)
+        print("  " + f"{profile:17s}" + "".join(f"{row[c]:14d}" for c in columns), file=out)
+    print("  " + f"{'all':17s}" + "".join(f"{total[c]:14d}" for c in columns) +
+          f"   ({result['seconds']} s)", file=out)
+    return total
+
+
+def print_rules(result: dict, engine_name: str, out) -> None:
+    """The differences of a run, grouped by rule, most frequent first."""
+    if not result["rules"]:
+        print("  no differences", file=out)
+        return
+    print("  differences, by rule (count: one example's values):", file=out)
+    for rule, entry in sorted(result["rules"].items(), key=lambda kv: -kv[1]["count"]):
+        print(f"    {entry['count']:5d}  {rule}", file=out)
+        print(f"           e.g. faithful: {entry['predicted'][:200]}", file=out)
+        print(f"                {engine_name + ':':9s} {entry['observed'][:200]}", file=out)
 
 
 def run(version: str, calls: int, backends: List[str], seed: int, save: Optional[str],
@@ -711,32 +769,9 @@ def run(version: str, calls: int, backends: List[str], seed: int, save: Optional
                                          engine.call(predicted["call"]))
             if verbose and diffs:
                 print(f"{json.loads(text)['name']}: {json.dumps(diffs)[:2000]}", file=sys.stderr)
-            if not diffs:
-                row["agree"] += 1
-                continue
-            if diffs[0][0] == "kernel entry":
-                row["kernel_entry"] += 1
-                continue
             reason = next((r for test, r in explained if test(predicted["call"])), None)
-            if diffs[0][0] == "not modelled":
-                row["not_modelled"] += 1
-            elif reason is not None:
-                row["explained"] += 1
-            else:
-                row["differ"] += 1
-            for field, p, o in diffs:
-                rule = rule_of(profile, field, p, o)
-                if reason is not None:
-                    rule = f"{rule}  [explained: {reason}]"
-                entry = rules.setdefault(rule, {"count": 0, "example": None, "field": field,
-                                                "predicted": p, "observed": o})
-                entry["count"] += 1
-                if entry["example"] is None:
-                    entry["example"] = json.loads(text)
-                    if save:
-                        Path(save).mkdir(parents=True, exist_ok=True)
-                        name = f"differential-{version}-{profile}-{len(rules)}.json"
-                        (Path(save) / name).write_text(text)
+            tally(row, rules, profile, diffs, reason, text,
+                  save and Path(save) / f"differential-{version}-{profile}-{len(rules) + 1}.json")
         table[profile] = row
         print(f"  {profile}: {row['calls']} calls, {row['differ']} differ", file=sys.stderr)
     return {"sglang": version, "wheel": release.wheel_name, "judged_as": modelled,
@@ -750,22 +785,8 @@ def print_report(result: dict, out=sys.stdout) -> None:
     print(head, file=out)
     if result["note"]:
         print(f"  {result['note']}", file=out)
-    columns = ("calls", "agree", "kernel_entry", "not_modelled", "explained", "differ")
-    print("  " + f"{'backend':17s}" + "".join(f"{c:>14s}" for c in columns), file=out)
-    total = collections.Counter()
-    for profile, row in result["backends"].items():
-        total.update(row)
-        print("  " + f"{profile:17s}" + "".join(f"{row[c]:14d}" for c in columns), file=out)
-    print("  " + f"{'all':17s}" + "".join(f"{total[c]:14d}" for c in columns) +
-          f"   ({result['seconds']} s)", file=out)
-    if not result["rules"]:
-        print("  no differences", file=out)
-        return
-    print("  differences, by rule (count: one example's values):", file=out)
-    for rule, entry in sorted(result["rules"].items(), key=lambda kv: -kv[1]["count"]):
-        print(f"    {entry['count']:5d}  {rule}", file=out)
-        print(f"           e.g. faithful: {entry['predicted'][:200]}", file=out)
-        print(f"                SGLang:   {entry['observed'][:200]}", file=out)
+    print_table(result, out)
+    print_rules(result, "SGLang", out)
 
 
 def main(argv=None) -> int:

@@ -468,11 +468,6 @@ class Comparer:
         return []
 
 
-def rule_of(profile: str, field: str, predicted: str, observed: str) -> str:
-    """sglang_differential's rule, with vLLM named."""
-    return sd.rule_of(profile, field, predicted, observed).replace(" / SGLang ", " / vLLM ")
-
-
 # --- the run ------------------------------------------------------------------------------
 
 
@@ -535,33 +530,10 @@ def run(calls: int, backends: List[str], seed: int, save: Optional[str], core,
             diffs = comparer.differences(d, predicted, engine.call(d))
             if verbose and diffs:
                 print(f"{json.loads(text)['name']}: {json.dumps(diffs)[:2000]}", file=sys.stderr)
-            if not diffs:
-                row["agree"] += 1
-                continue
-            if diffs[0][0] == "kernel entry":
-                row["kernel_entry"] += 1
-                continue
             reason = next((r for test, r in explained if test(d, predicted)), None)
-            if diffs[0][0] == "not modelled":
-                row["not_modelled"] += 1
-            elif reason is not None:
-                row["explained"] += 1
-            else:
-                row["differ"] += 1
-            for field, p, o in diffs:
-                rule = rule_of(profile, field, p, o)
-                if reason is not None:
-                    rule = f"{rule}  [explained: {reason}]"
-                entry = rules.setdefault(rule, {"count": 0, "example": None, "field": field,
-                                                "predicted": p, "observed": o})
-                entry["count"] += 1
-                if entry["example"] is None:
-                    entry["example"] = json.loads(text)
-                    if save:
-                        Path(save).mkdir(parents=True, exist_ok=True)
-                        name = (f"differential-vllm-{VERSION}-{_case_name(profile)}-"
-                                f"{len(rules)}.json")
-                        (Path(save) / name).write_text(text)
+            sd.tally(row, rules, profile, diffs, reason, text,
+                     save and Path(save) / (f"differential-vllm-{VERSION}-{_case_name(profile)}-"
+                                            f"{len(rules) + 1}.json"), engine="vLLM")
         table[profile] = row
         print(f"  {profile}: {row['calls']} calls, {row['differ']} differ", file=sys.stderr)
     return {"vllm": VERSION, "wheel": Path(engine.code.wheel).name, "judged_as": VERSION,
@@ -573,27 +545,13 @@ def print_report(result: dict, out=sys.stdout) -> None:
     print(f"vLLM {result['vllm']} ({result['wheel']}) against faithful mode "
           f"{result['judged_as']}" + (", SGLang's keywords dropped from each call"
                                       if result.get("vllm_keywords_only") else ""), file=out)
-    columns = ("calls", "agree", "kernel_entry", "not_modelled", "explained", "differ")
-    print("  " + f"{'backend':17s}" + "".join(f"{c:>14s}" for c in columns), file=out)
-    total = collections.Counter()
-    for profile, row in result["backends"].items():
-        total.update(row)
-        print("  " + f"{profile:17s}" + "".join(f"{row[c]:14d}" for c in columns), file=out)
-    print("  " + f"{'all':17s}" + "".join(f"{total[c]:14d}" for c in columns) +
-          f"   ({result['seconds']} s)", file=out)
+    total = sd.print_table(result, out)
     print(f"  ({total['succeeded']} calls faithful mode predicts to succeed: their kernel "
           f"arguments, or TORCH_SDPA's output, are compared)", file=out)
     if total["builder_errors"]:
         print(f"  ({total['builder_errors']} generated calls whose metadata builder raises "
               f"first are not counted)", file=out)
-    if not result["rules"]:
-        print("  no differences", file=out)
-        return
-    print("  differences, by rule (count: one example's values):", file=out)
-    for rule, entry in sorted(result["rules"].items(), key=lambda kv: -kv[1]["count"]):
-        print(f"    {entry['count']:5d}  {rule}", file=out)
-        print(f"           e.g. faithful: {entry['predicted'][:200]}", file=out)
-        print(f"                vLLM:     {entry['observed'][:200]}", file=out)
+    sd.print_rules(result, "vLLM", out)
 
 
 def main(argv=None) -> int:

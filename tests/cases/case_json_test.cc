@@ -98,11 +98,12 @@ TEST(ParseCaseTest, UnknownNestedFields) {
 
   j = Minimal();
   j["call"]["max_seqlen"] = 5;
-  EXPECT_EQ(ErrorFor(j),
-            "x.json: $.call.max_seqlen: unknown field (expected one of: profile, entry, "
-            "graph_mode, layout, rotary, bsz, seq_len, cu_seqlens, forward_metadata, vllm_metadata, "
-            "kwargs, "
-            "sdpa)");
+  EXPECT_EQ(
+      ErrorFor(j),
+      "x.json: $.call.max_seqlen: unknown field (expected one of: profile, entry, "
+      "graph_mode, layout, rotary, bsz, seq_len, cu_seqlens, forward_metadata, vllm_metadata, "
+      "kwargs, "
+      "sdpa)");
 
   j = Minimal();
   j["data"] = {{"sead", 1}};

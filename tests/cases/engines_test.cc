@@ -8,8 +8,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "varlen/cases/case_json.h"
 #include "varlen/backend/registry.h"
+#include "varlen/cases/case_json.h"
 #include "varlen/cases/executor.h"
 
 namespace varlen {

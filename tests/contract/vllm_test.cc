@@ -120,7 +120,8 @@ TEST(VllmResolveTest, ItemKeepsAFloatAndSyncsOnTheDevice) {
   EXPECT_EQ(r.counts().host_syncs, 1);
   call.kwargs.set("max_seqlen", Value::FromTensor(IntTensor({6, 4}, DType::kInt32, kCpu)));
   ExpectPyError(Resolve(call, Profile::kVllmTritonAttn, Mode::kFaithful).status,
-                PyErrorKind::kRuntimeError, "a Tensor with 2 elements cannot be converted to Scalar");
+                PyErrorKind::kRuntimeError,
+                "a Tensor with 2 elements cannot be converted to Scalar");
 }
 
 TEST(VllmResolveTest, BothOrNeitherRunsFirst) {
@@ -131,7 +132,8 @@ TEST(VllmResolveTest, BothOrNeitherRunsFirst) {
                 "cu_seqlens and max_seqlen should be both set or both None.");
   // SDPA has no such assertion: the view fails.
   ExpectPyError(Resolve(call, Profile::kVllmTorchSdpa, Mode::kFaithful).status,
-                PyErrorKind::kRuntimeError, "shape '[8, 2, 2, 8]' is invalid for input of size 128");
+                PyErrorKind::kRuntimeError,
+                "shape '[8, 2, 2, 8]' is invalid for input of size 128");
 }
 
 TEST(VllmResolveTest, NeitherMeansUniformOffsetsAndQLen) {
@@ -190,8 +192,8 @@ TEST(VllmResolveTest, FlashinferAssertsBareAndChecksOnlyTheLength) {
 
 TEST(VllmMetadataTest, BucketsAndPaddingAsTheWheelComputesThem) {
   const std::vector<std::pair<int64_t, int64_t>> buckets = {
-      {-5, 1024},     {0, 1024},      {1, 1024},       {1024, 1024},   {1025, 2048},
-      {4096, 4096},   {4097, 8192},   {131072, 131072}, {131073, 262144}, {300000, 393216}};
+      {-5, 1024},   {0, 1024},    {1, 1024},        {1024, 1024},     {1025, 2048},
+      {4096, 4096}, {4097, 8192}, {131072, 131072}, {131073, 262144}, {300000, 393216}};
   for (const auto& [real, bucket] : buckets) EXPECT_EQ(VllmBucketedMaxSeqlen(real), bucket) << real;
 }
 
@@ -202,10 +204,10 @@ TEST(VllmMetadataTest, FlashinferSectionsOfTheVerifiedVector) {
   absl::StatusOr<VllmEncoderMetadata> m =
       PrepareVllmEncoderMetadata(Profile::kVllmFlashinfer, cu, options, kCuda, Mode::kFaithful);
   ASSERT_TRUE(m.ok()) << m.status();
-  EXPECT_THAT(Ints(m->cu_seqlens),
-              ElementsAre(0, 552960, 1382400, 1382400, 1382400, 1382400, 1382400, 1382400, 1382400,
-                          0, 1658880, 4147200, 4147200, 4147200, 4147200, 4147200, 4147200,
-                          4147200));
+  EXPECT_THAT(
+      Ints(m->cu_seqlens),
+      ElementsAre(0, 552960, 1382400, 1382400, 1382400, 1382400, 1382400, 1382400, 1382400, 0,
+                  1658880, 4147200, 4147200, 4147200, 4147200, 4147200, 4147200, 4147200));
   EXPECT_THAT(Ints(m->sequence_lengths), ElementsAre(480, 720, 0, 0, 0, 0, 0, 0));
   EXPECT_EQ(m->max_seqlen.as_tensor().dim(), 0);
   EXPECT_EQ(m->max_seqlen.as_tensor().device(), kCpu);

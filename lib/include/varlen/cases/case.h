@@ -144,10 +144,10 @@ struct MetadataSpec {
 absl::string_view MetadataBuilderName(MetadataSpec::Builder builder);
 
 enum class QLayout {
-  kPacked,    // [T, H, D], contiguous
-  kBatched,   // [bsz, seq_len, H, D], flattened by flashinfer_cudnn; vLLM's usual form
-  kFusedQkv,  // column views of one [T, (H + 2*KV) * D] projection output,
-              // as qkv.split() makes them: token stride (H + 2*KV) * D
+  kPacked,           // [T, H, D], contiguous
+  kBatched,          // [bsz, seq_len, H, D], flattened by flashinfer_cudnn; vLLM's usual form
+  kFusedQkv,         // column views of one [T, (H + 2*KV) * D] projection output,
+                     // as qkv.split() makes them: token stride (H + 2*KV) * D
   kBatchedFusedQkv,  // the same views as [bsz, seq_len, H, D] (vLLM's Qwen towers)
 };
 
@@ -161,7 +161,7 @@ absl::StatusOr<QLayout> ParseQLayout(absl::string_view name);
 // to every block. They replace the call's cu_seqlens, max_seqlen and
 // sequence_lengths.
 struct VllmMetadataSpec {
-  ArgLiteral cu_seqlens;              // a 1-d integer host tensor (the NumPy array)
+  ArgLiteral cu_seqlens;               // a 1-d integer host tensor (the NumPy array)
   std::optional<int64_t> hidden_size;  // unset: num_heads * head_dim
   int64_t tp_size = 1;
   std::optional<int64_t> fp8_padded_hidden_size;

@@ -34,8 +34,8 @@
 
 namespace varlen {
 
-inline constexpr std::array<int64_t, 8> kVllmMaxSeqlenBuckets = {
-    1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072};
+inline constexpr std::array<int64_t, 8> kVllmMaxSeqlenBuckets = {1024,  2048,  4096,  8192,
+                                                                 16384, 32768, 65536, 131072};
 
 // bucket_flashinfer_max_seqlen: <= 0 -> 1024; the first bucket >= real_max;
 // else real_max rounded up to 131072.
