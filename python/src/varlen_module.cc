@@ -343,9 +343,9 @@ NB_MODULE(_core, m) {
         }
         const GeometryLimits limits{
             .max_sequences = 5, .max_len = 24, .max_heads = 4, .max_head_dim = 8};
-        // SGLang's calls are drawn as they always were (its figures stay
-        // reproducible); vLLM's are drawn for the profile.
-        const rc::Gen<Case> gen = vllm ? GenCaseFor(p, limits) : GenCase(limits);
+        // The profile is drawn, then fixed: SGLang's calls are the ones they
+        // always were (its figures stay reproducible), vLLM's are vLLM calls.
+        const rc::Gen<Case> gen = GenCaseFor(p, limits);
         rc::Random random(seed);
         std::vector<std::string> cases;
         for (int attempt = 0; static_cast<int>(cases.size()) < count && attempt < 4 * count;
