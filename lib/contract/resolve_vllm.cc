@@ -385,6 +385,25 @@ absl::StatusOr<ResolvedArgs> FaithfulSdpa(const ResolveContext& ctx) {
   return resolved;
 }
 
+// flashinfer_wrapper's launch: cu_seqlens split into its two sections
+// [q, k and o | v], the lengths as (-1, 1, 1, 1), one max for q and kv.
+FlashinferCudnnArgs FlashinferArgsOf(const AttentionCall& call, const Tensor& cu,
+                                     const Tensor& lengths, int64_t max_seqlen) {
+  const int64_t half = cu.size(0) / 2;
+  FlashinferCudnnArgs args;
+  args.batch_offsets_qk = cu.Slice(0, half).Reshape({-1, 1, 1, 1});
+  args.batch_offsets_v = cu.Slice(half, 2 * half).Reshape({-1, 1, 1, 1});
+  args.batch_offsets_o = args.batch_offsets_qk;
+  args.actual_seq_lens = lengths.Reshape({-1, 1, 1, 1});
+  args.max_token_per_sequence = max_seqlen;
+  args.max_sequence_kv = max_seqlen;
+  args.scale = LayerScale(call);
+  args.output_4d = call.q.dim() == 4;
+  args.input_shape = call.q.shape();
+  args.inputs_as_strided = true;
+  return args;
+}
+
 absl::StatusOr<ResolvedArgs> FaithfulFlashinfer(const ResolveContext& ctx) {
   const AttentionCall& call = ctx.call;
   VARLEN_RETURN_IF_ERROR(CheckSchema(ctx, Profile::kVllmFlashinfer, call.cu_seqlens));
@@ -405,24 +424,13 @@ absl::StatusOr<ResolvedArgs> FaithfulFlashinfer(const ResolveContext& ctx) {
     return absl::UnimplementedError(
         "a multi-dimensional or strided cu_seqlens or sequence_lengths is not modelled");
   }
-  const int64_t half = cu.size(0) / 2;
-  FlashinferCudnnArgs args;
-  args.batch_offsets_qk = cu.Slice(0, half).Reshape({-1, 1, 1, 1});
-  args.batch_offsets_v = cu.Slice(half, 2 * half).Reshape({-1, 1, 1, 1});
-  args.batch_offsets_o = args.batch_offsets_qk;
-  args.actual_seq_lens = lengths.as_tensor().Reshape({-1, 1, 1, 1});
   VARLEN_ASSIGN_OR_RETURN(Value m, Item(max.as_tensor(), "max_seqlen.item()"));
   if (m.kind() != Value::Kind::kInt) {
     return absl::UnimplementedError(
         absl::StrCat("max_seqlen.item() is ", m.Repr(), " (", m.TypeName(),
                      "): cudnn_batch_prefill_with_kv_cache's response is not modelled"));
   }
-  args.max_token_per_sequence = m.as_int();
-  args.max_sequence_kv = args.max_token_per_sequence;
-  args.scale = LayerScale(call);
-  args.output_4d = call.q.dim() == 4;
-  args.input_shape = call.q.shape();
-  args.inputs_as_strided = true;
+  FlashinferCudnnArgs args = FlashinferArgsOf(call, cu, lengths.as_tensor(), m.as_int());
   ctx.Note("offsets: [q, k and o | v] element sections, v with its own strides");
   ResolvedArgs resolved;
   resolved.q = q;
@@ -486,14 +494,18 @@ absl::StatusOr<Views> HardenedViews(const AttentionCall& call) {
                                       ": q, k and v must agree on batch, seq and rank"));
     }
   }
-  if (call.q.size(0) * call.q.size(1) == 0) {
-    return PythonError(PyErrorKind::kValueError,
-                       absl::StrCat("q has shape ", ShapeToString(call.q.shape()),
-                                    ": no tokens, and vLLM's wrappers fail on an empty batch after "
-                                    "the kernel (einops divides by the batch, the final reshape "
-                                    "cannot infer its size)"));
-  }
   return ViewQkv(call);
+}
+
+// Hardened: refuses up front what the wrapper would raise after the kernel.
+absl::Status HardenedAfterKernel(const AttentionCall& call, const Views& views, bool rearranges) {
+  const absl::Status after = AfterKernel(call, views, rearranges);
+  if (after.ok()) return after;
+  return PythonError(PyErrorKind::kValueError,
+                     absl::StrCat("q has shape ", ShapeToString(call.q.shape()),
+                                  ": an empty batch, on which vLLM's wrapper fails after the "
+                                  "kernel (",
+                                  FormatPythonError(after), ")"));
 }
 
 absl::StatusOr<ResolvedArgs> HardenedFlashOrTriton(const ResolveContext& ctx, Profile profile,
@@ -627,6 +639,11 @@ absl::StatusOr<ResolvedArgs> HardenedFlashinfer(const ResolveContext& ctx) {
                        ": cuDNN reads it on the device as int32 (q is on ", DeviceName(device),
                        ")"));
     }
+    if (!t->is_contiguous()) {
+      return PythonError(PyErrorKind::kValueError,
+                         absl::StrCat(name, " has strides ", ShapeToString(t->strides()),
+                                      ": cuDNN reads it as a dense array"));
+    }
   }
   VARLEN_ASSIGN_OR_RETURN(std::vector<int64_t> lengths, CheckSequenceLengths(lengths_value));
   const std::vector<int64_t> entries = cu.ToHostInts("cu_seqlens (validation)");
@@ -666,17 +683,7 @@ absl::StatusOr<ResolvedArgs> HardenedFlashinfer(const ResolveContext& ctx) {
   }
   const Longest longest = FindLongest(lengths, "sequence_lengths");
   VARLEN_ASSIGN_OR_RETURN(int64_t m, CheckMaxSeqlen(max, longest.value, longest.source));
-  FlashinferCudnnArgs args;
-  args.batch_offsets_qk = cu.Slice(0, half).Reshape({-1, 1, 1, 1});
-  args.batch_offsets_v = cu.Slice(half, 2 * half).Reshape({-1, 1, 1, 1});
-  args.batch_offsets_o = args.batch_offsets_qk;
-  args.actual_seq_lens = lengths_value.as_tensor().Reshape({-1, 1, 1, 1});
-  args.max_token_per_sequence = m;
-  args.max_sequence_kv = m;
-  args.scale = LayerScale(call);
-  args.output_4d = call.q.dim() == 4;
-  args.input_shape = call.q.shape();
-  args.inputs_as_strided = true;
+  const FlashinferCudnnArgs args = FlashinferArgsOf(call, cu, lengths_value.as_tensor(), m);
   ResolvedArgs resolved;
   resolved.q = q;
   resolved.k = k;
@@ -691,9 +698,19 @@ absl::StatusOr<ResolvedArgs> ResolveVllm(const ResolveContext& ctx, Profile prof
   VARLEN_RETURN_IF_ERROR(CheckKeywords(ctx.call));
   if (ctx.hardened()) {
     VARLEN_RETURN_IF_ERROR(HardenedTypes(ctx, profile));
-    if (profile == Profile::kVllmFlashinfer) return HardenedFlashinfer(ctx);
+    if (profile == Profile::kVllmFlashinfer) {
+      if (ctx.call.q.dim() == 4 && ctx.call.q.size(0) == 0) {
+        return PythonError(PyErrorKind::kValueError,
+                           absl::StrCat("q has shape ", ShapeToString(ctx.call.q.shape()),
+                                        ": a batch of 0, on which vLLM's wrapper fails after the "
+                                        "kernel (ZeroDivisionError: integer modulo by zero)"));
+      }
+      return HardenedFlashinfer(ctx);
+    }
     VARLEN_ASSIGN_OR_RETURN(Views views, HardenedViews(ctx.call));
-    if (profile == Profile::kVllmTorchSdpa) return HardenedSdpa(ctx, views);
+    const bool sdpa = profile == Profile::kVllmTorchSdpa;
+    VARLEN_RETURN_IF_ERROR(HardenedAfterKernel(ctx.call, views, /*rearranges=*/!sdpa));
+    if (sdpa) return HardenedSdpa(ctx, views);
     return HardenedFlashOrTriton(ctx, profile, views);
   }
   switch (profile) {

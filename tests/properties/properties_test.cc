@@ -368,6 +368,27 @@ RC_GTEST_PROP(ExecutorProperty, EveryGeneratedCaseRunsToAVerdict, ()) {
   }
 }
 
+// vLLM's hardened mode on any generated call, SGLang's argument forms and
+// corruptions included: an error, or the reference's output.
+RC_GTEST_PROP(HardenedProperty, VllmNeverLetsACorruptedCallThrough, ()) {
+  const Profile profile = *rc::gen::elementOf(
+      std::vector<Profile>(ProfilesOf(Engine::kVllm).begin(), ProfilesOf(Engine::kVllm).end()));
+  Case c = *GenCaseFor(profile);
+  c.mode = Mode::kHardened;
+  c.vllm.reset();
+  c.expect.reset();
+  RC_PRE(ValidateCase(c).ok());
+  // The call must say where the sequences are (both None means one per
+  // batch item, a split no check can dispute, as a consistently wrong call).
+  const ArgLiteral& cu = c.call.cu_seqlens;
+  RC_PRE(c.call.vllm_metadata.has_value() ||
+         (cu.kind == ArgLiteral::Kind::kTensor && cu.tensor.ints == OffsetsOf(c.geometry.seq_lens)));
+  const Outcome o = RunCase(c, *FindBackend("cpu_reference"));
+  RC_CLASSIFY(o.observed == Observed::kSuccess, "accepted");
+  if (o.observed == Observed::kCorruption) RC_FAIL(FormatOutcomeText(c, "<generated>", o));
+  if (o.observed == Observed::kError) RC_ASSERT(PythonErrorKindOf(o.error).has_value());
+}
+
 // Permuting sequences permutes the reference output, bitwise.
 RC_GTEST_PROP(ReferenceProperty, InvariantUnderSequencePermutation, ()) {
   const Geometry g = *GenGeometry();
