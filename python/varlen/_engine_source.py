@@ -4,24 +4,58 @@ Nothing of the engine is installed or copied: a member of the wheel is read
 with zipfile (checked against a SHA-256 where one is pinned), the
 module-level definitions a few roots reach are extracted by AST, unchanged,
 and compiled into a fresh module whose remaining imports are stubs. Used by
-the SGLang backends (varlen.backends.sglang) and the engine differential
-(varlen.sglang_differential).
+the SGLang backends (varlen.backends.sglang) and the engine differentials
+(varlen.sglang_differential, varlen.vllm_engine), which fetch_wheel() also
+serves with their pinned wheels.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import glob
 import hashlib
 import linecache
+import subprocess
 import sys
 import types
 import zipfile
+from pathlib import Path
 from typing import Callable, Dict, Iterable, Optional
 
 
 class Unavailable(Exception):
     """The engine's code cannot be read here (no wheel, an unexpected file)."""
+
+
+def fetch_wheel(package: str, version: str, platform: str, directory: Path, name: str,
+                sha256: Optional[str] = None, who: str = "varlen") -> Path:
+    """`directory`/`name`, the wheel of `package`==`version` for CPython 3.11
+    on `platform`, downloaded there (pip download --no-deps) when missing;
+    with `sha256`, only if it hashes to it."""
+    path = directory / name
+    if not path.is_file():
+        directory.mkdir(parents=True, exist_ok=True)
+        print(f"{who}: downloading {package}=={version}", file=sys.stderr)
+        try:
+            subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+                            "--only-binary=:all:", "--python-version", "3.11", "--implementation",
+                            "cp", "--platform", platform, "--dest", str(directory),
+                            f"{package}=={version}"], check=True)
+        except (OSError, subprocess.CalledProcessError) as error:
+            raise Unavailable(f"cannot download {package} {version}: {error}") from error
+        if not path.is_file():
+            found = sorted(glob.glob(str(directory / f"{package}-{version}-*.whl")))
+            if not found:
+                raise Unavailable(f"pip downloaded no wheel of {package} {version} into "
+                                  f"{directory}")
+            path = Path(found[-1])
+    if sha256 is not None:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        if digest != sha256:
+            raise Unavailable(f"{path} has SHA-256 {digest}, not the pinned {sha256} "
+                              f"({package} {version})")
+    return path
 
 
 def read_member(wheel: str, member: str, sha256: Optional[str] = None,

@@ -43,13 +43,10 @@ import argparse
 import collections
 import contextlib
 import contextvars
-import glob
-import hashlib
 import json
 import math
 import os
 import re
-import subprocess
 import sys
 import time
 import types
@@ -140,27 +137,10 @@ def wheels_dir() -> Path:
 
 def fetch_wheel(release: Release) -> str:
     """The release's wheel in wheels_dir(), downloaded when missing, checked by hash."""
-    directory = wheels_dir()
-    path = directory / release.wheel_name
-    if not path.is_file():
-        directory.mkdir(parents=True, exist_ok=True)
-        print(f"sglang-differential: downloading sglang=={release.wheel_version}", file=sys.stderr)
-        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-                        "--only-binary=:all:", "--python-version", "3.11", "--implementation",
-                        "cp", "--platform", "manylinux_2_34_x86_64", "--dest", str(directory),
-                        f"sglang=={release.wheel_version}"], check=True)
-        if not path.is_file():
-            found = sorted(glob.glob(str(directory / f"sglang-{release.wheel_version}-*.whl")))
-            if not found:
-                raise _engine_source.Unavailable(f"pip downloaded no wheel of sglang "
-                                                 f"{release.wheel_version} into {directory}")
-            path = Path(found[-1])
-    if release.wheel_sha256 is not None:
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        if digest != release.wheel_sha256:
-            raise _engine_source.Unavailable(f"{path} has SHA-256 {digest}, not the pinned "
-                                             f"{release.wheel_sha256}")
-    return str(path)
+    return str(_engine_source.fetch_wheel("sglang", release.wheel_version,
+                                          "manylinux_2_34_x86_64", wheels_dir(),
+                                          release.wheel_name, release.wheel_sha256,
+                                          "sglang-differential"))
 
 
 # --- tensors that stand for device tensors -----------------------------------------------
@@ -589,20 +569,8 @@ class Comparer:
                       ("scale", resolved["scale"],
                        _default_scale(profile, head_dim) if scale is None else scale)]
         elif profile == "flashinfer_cudnn":
-            if a["batch_offsets_k"] is not a["batch_offsets_q"]:
-                pairs.append(("batch_offsets_k", "batch_offsets_q", "another tensor"))
-            pairs += [("actual_seq_lens", resolved["actual_seq_lens"],
-                       self.as_json(a["actual_seq_lens_q"])),
-                      ("batch_offsets_qk", resolved["batch_offsets_qk"],
-                       self.as_json(a["batch_offsets_q"])),
-                      ("batch_offsets_v", resolved["batch_offsets_v"],
-                       self.as_json(a["batch_offsets_v"])),
-                      ("batch_offsets_o", resolved["batch_offsets_o"],
-                       self.as_json(a["batch_offsets_o"])),
-                      ("max_token_per_sequence", resolved["max_token_per_sequence"],
-                       a["max_token_per_sequence"]),
-                      ("max_sequence_kv", resolved["max_sequence_kv"], a["max_sequence_kv"]),
-                      ("scale", resolved["scale"], a["scale"])]
+            pairs += cudnn_prefill_pairs(self.as_json, resolved, a)
+            pairs.append(("scale", resolved["scale"], a["scale"]))
         elif profile == "ascend_attn":
             pairs += [("actual_seq_lengths", resolved["actual_seq_lengths"],
                        a["actual_seq_lengths"]),
@@ -616,6 +584,23 @@ class Comparer:
                        else int(seen.q_shape[0]),
                        int(a["q"].shape[0]))]
         return [(name, _text(p), _text(o)) for name, p, o in pairs if not _same(p, o)]
+
+
+def cudnn_prefill_pairs(as_json, resolved: dict, a: dict) -> List[Tuple[str, Any, Any]]:
+    """cudnn_batch_prefill_with_kv_cache's varlen arguments as captured
+    against the resolved ones (both engines call it): k shares q's offsets,
+    then the lengths, the three offset arrays and the two maxima."""
+    pairs: List[Tuple[str, Any, Any]] = []
+    if a["batch_offsets_k"] is not a["batch_offsets_q"]:
+        pairs.append(("batch_offsets_k", "batch_offsets_q", "another tensor"))
+    pairs += [("actual_seq_lens", resolved["actual_seq_lens"], as_json(a["actual_seq_lens_q"])),
+              ("batch_offsets_qk", resolved["batch_offsets_qk"], as_json(a["batch_offsets_q"])),
+              ("batch_offsets_v", resolved["batch_offsets_v"], as_json(a["batch_offsets_v"])),
+              ("batch_offsets_o", resolved["batch_offsets_o"], as_json(a["batch_offsets_o"])),
+              ("max_token_per_sequence", resolved["max_token_per_sequence"],
+               a["max_token_per_sequence"]),
+              ("max_sequence_kv", resolved["max_sequence_kv"], a["max_sequence_kv"])]
+    return pairs
 
 
 # Messages faithful mode cannot predict to the character, and why.

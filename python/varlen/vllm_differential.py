@@ -402,22 +402,10 @@ class Comparer:
         elif profile == "FLASHINFER":
             if a["actual_seq_lens_kv"] is not a["actual_seq_lens_q"]:
                 pairs.append(("actual_seq_lens_kv", "actual_seq_lens_q", "another tensor"))
-            if a["batch_offsets_k"] is not a["batch_offsets_q"]:
-                pairs.append(("batch_offsets_k", "batch_offsets_q", "another tensor"))
             output = seen.output
-            pairs += [("actual_seq_lens", resolved["actual_seq_lens"],
-                       self.as_json(a["actual_seq_lens_q"])),
-                      ("batch_offsets_qk", resolved["batch_offsets_qk"],
-                       self.as_json(a["batch_offsets_q"])),
-                      ("batch_offsets_v", resolved["batch_offsets_v"],
-                       self.as_json(a["batch_offsets_v"])),
-                      ("batch_offsets_o", resolved["batch_offsets_o"],
-                       self.as_json(a["batch_offsets_o"])),
-                      ("max_token_per_sequence", resolved["max_token_per_sequence"],
-                       a["max_token_per_sequence"]),
-                      ("max_sequence_kv", resolved["max_sequence_kv"], a["max_sequence_kv"]),
-                      ("output_4d", resolved["output_4d"],
-                       output is not None and output.dim() == 4)]
+            pairs += sd.cudnn_prefill_pairs(self.as_json, resolved, a)
+            pairs.append(("output_4d", resolved["output_4d"],
+                          output is not None and output.dim() == 4))
             loose.append(("scale", resolved["scale"], a["scale"]))
         pairs += self._strides(resolved, a)
         out = [(name, sd._text(p), sd._text(o)) for name, p, o in pairs if not _same_value(p, o)]

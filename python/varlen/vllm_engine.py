@@ -57,12 +57,9 @@ import builtins
 import contextlib
 import contextvars
 import functools
-import glob
-import hashlib
 import json
 import logging
 import os
-import subprocess
 import sys
 import types
 from enum import Enum
@@ -105,33 +102,15 @@ def wheel_path(download: bool = True) -> str:
     missing and `download`; checked by hash either way."""
     if os.environ.get("VARLEN_VLLM_WHEEL"):
         path = Path(os.environ["VARLEN_VLLM_WHEEL"])
-    else:
-        directory = sd.wheels_dir()
-        path = directory / WHEEL_NAME
-        if not path.is_file() and download:
-            directory.mkdir(parents=True, exist_ok=True)
-            print(f"vllm-engine: downloading vllm=={VLLM_VERSION}", file=sys.stderr)
-            try:
-                subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
-                                "--only-binary=:all:", "--python-version", "3.11",
-                                "--implementation", "cp", "--platform", "manylinux_2_28_x86_64",
-                                "--dest", str(directory), f"vllm=={VLLM_VERSION}"], check=True)
-            except (OSError, subprocess.CalledProcessError) as error:
-                raise _engine_source.Unavailable(f"cannot download vllm {VLLM_VERSION}: "
-                                                 f"{error}") from error
-            if not path.is_file():
-                found = sorted(glob.glob(str(directory / f"vllm-{VLLM_VERSION}-*.whl")))
-                if not found:
-                    raise _engine_source.Unavailable(f"pip downloaded no wheel of vllm "
-                                                     f"{VLLM_VERSION} into {directory}")
-                path = Path(found[-1])
-    if not path.is_file():
+        if not path.is_file():
+            raise _engine_source.Unavailable(f"no vLLM wheel at {path}")
+        return str(_engine_source.fetch_wheel("vllm", VLLM_VERSION, "manylinux_2_28_x86_64",
+                                              path.parent, path.name, WHEEL_SHA256))
+    path = sd.wheels_dir() / WHEEL_NAME
+    if not path.is_file() and not download:
         raise _engine_source.Unavailable(f"no vLLM wheel at {path}")
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    if digest != WHEEL_SHA256:
-        raise _engine_source.Unavailable(f"{path} has SHA-256 {digest}, not the pinned "
-                                         f"{WHEEL_SHA256} (vllm {VLLM_VERSION})")
-    return str(path)
+    return str(_engine_source.fetch_wheel("vllm", VLLM_VERSION, "manylinux_2_28_x86_64",
+                                          path.parent, WHEEL_NAME, WHEEL_SHA256, "vllm-engine"))
 
 
 # --- device tensors ---------------------------------------------------------------------
