@@ -57,6 +57,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "varlen/backend/registry.h"
@@ -73,7 +74,6 @@
 #endif
 #ifdef VARLEN_HAVE_MUTANTS
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
 #include "mutants.h"
 #include "varlen/conformance/check.h"
 #endif

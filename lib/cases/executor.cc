@@ -485,7 +485,7 @@ void CaseRunner::ExecuteWholeCall(const Backend& backend, AttentionCall call, Ou
 
   // What faithful mode predicts: an error, or a launch whose exact output
   // matches the reference or not.
-  Outcome::EngineCall& engine = outcome->engine.emplace();
+  EngineCallOutcome& engine = outcome->engine.emplace();
   outcome->resolution = Resolve(call, profile, Mode::kFaithful);
   std::optional<absl::Status> predicted_error;
   bool predicted_match = false;

@@ -68,6 +68,17 @@ enum class Verdict { kPass, kFail, kUnsupported };
 absl::string_view ObservedName(Observed observed);
 absl::string_view VerdictName(Verdict verdict);  // "PASS", "FAIL", "UNSUPPORTED"
 
+// A call-level run: what faithful mode predicted and what the engine's own
+// forward did. At namespace scope, not nested in Outcome: clang evaluates
+// std::optional's constructibility of a nested struct with default member
+// initializers while the enclosing class is still incomplete, and refuses it.
+struct EngineCallOutcome {
+  std::string predicted;             // "RuntimeError: ...", or the launch it predicts
+  bool ground_truth_launch = false;  // the prediction is the ground truth's launch
+  std::string did;                   // "raised TypeError: ...", "returned [T, H, D] float32"
+  std::optional<DeviceEventCounts> device_events;  // observed, where observable
+};
+
 struct Outcome {
   std::string backend;
   std::vector<DeviceEvent> builder_events;  // from building forward_metadata
@@ -88,13 +99,7 @@ struct Outcome {
   std::vector<Outcome> warmups;
   // Call level: what faithful mode predicted (`resolution` holds its
   // resolution) and what the engine's forward did.
-  struct EngineCall {
-    std::string predicted;             // "RuntimeError: ...", or the launch it predicts
-    bool ground_truth_launch = false;  // the prediction is the ground truth's launch
-    std::string did;                   // "raised TypeError: ...", "returned [T, H, D] float32"
-    std::optional<DeviceEventCounts> device_events;  // observed, where observable
-  };
-  std::optional<EngineCall> engine;
+  std::optional<EngineCallOutcome> engine;
 };
 
 struct RunOptions {
