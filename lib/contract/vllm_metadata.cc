@@ -1,6 +1,8 @@
 #include "varlen/contract/vllm_metadata.h"
 
 #include <algorithm>
+#include <limits>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -12,20 +14,24 @@
 namespace varlen {
 namespace {
 
-int64_t RoundUp(int64_t value, int64_t multiple) {
-  return (value + multiple - 1) / multiple * multiple;
-}
-
 // compute_max_seqlen: the longest sequence for the backends that launch by
-// it, and len(cu) >= 2; FLASHINFER's then bucketed.
-int64_t ComputeMaxSeqlen(Profile profile, const Tensor& cu) {
+// it, and len(cu) >= 2; FLASHINFER's then bucketed. The model then builds
+// torch.tensor(value, dtype=torch.int32), which refuses a Python int outside
+// int32 rather than wrapping it.
+absl::StatusOr<Tensor> MaxSeqlenTensor(Profile profile, const Tensor& cu) {
   int64_t longest = 0;
   if (profile != Profile::kVllmTorchSdpa && cu.numel() >= 2) {
     const Tensor lengths = internal::Diff(cu);
     longest = lengths.IntAt(0);
     for (int64_t i = 1; i < lengths.numel(); ++i) longest = std::max(longest, lengths.IntAt(i));
   }
-  return profile == Profile::kVllmFlashinfer ? VllmBucketedMaxSeqlen(longest) : longest;
+  const int64_t value =
+      profile == Profile::kVllmFlashinfer ? VllmBucketedMaxSeqlen(longest) : longest;
+  if (value < std::numeric_limits<int32_t>::min() || value > std::numeric_limits<int32_t>::max()) {
+    return PythonError(PyErrorKind::kRuntimeError,
+                       "value cannot be converted to type int32 without overflow");
+  }
+  return Tensor::FromInts({value}, DType::kInt32, Device::kCpu, Shape{});
 }
 
 }  // namespace
@@ -35,7 +41,13 @@ int64_t VllmBucketedMaxSeqlen(int64_t real_max) {
   for (int64_t bucket : kVllmMaxSeqlenBuckets) {
     if (bucket >= real_max) return bucket;
   }
-  return RoundUp(real_max, kVllmMaxSeqlenBuckets.back());
+  // round_up on Python's ints, which do not wrap: saturated where the
+  // result would outgrow int64 (it fails the int32 conversion either way).
+  constexpr int64_t kLast = kVllmMaxSeqlenBuckets.back();
+  const int64_t multiples = real_max / kLast + (real_max % kLast != 0 ? 1 : 0);
+  return multiples > std::numeric_limits<int64_t>::max() / kLast
+             ? std::numeric_limits<int64_t>::max()
+             : multiples * kLast;
 }
 
 absl::StatusOr<VllmEncoderMetadata> PrepareVllmEncoderMetadata(Profile profile, const Tensor& cu,
@@ -72,8 +84,8 @@ absl::StatusOr<VllmEncoderMetadata> PrepareVllmEncoderMetadata(Profile profile, 
                      cu.DebugString()));
   }
   VllmEncoderMetadata metadata;
-  metadata.max_seqlen = Value::FromTensor(
-      Tensor::FromInts({ComputeMaxSeqlen(profile, cu)}, DType::kInt32, Device::kCpu, Shape{}));
+  VARLEN_ASSIGN_OR_RETURN(Tensor max_seqlen, MaxSeqlenTensor(profile, cu));
+  metadata.max_seqlen = Value::FromTensor(std::move(max_seqlen));
   Tensor offsets = cu;
   if (flashinfer) {
     // Qwen3-VL's metadata: the padded lengths, in the offsets' dtype.

@@ -5,6 +5,7 @@
 // vectors (the reference notes' V16-V19, verified against the wheel).
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -195,6 +196,10 @@ TEST(VllmMetadataTest, BucketsAndPaddingAsTheWheelComputesThem) {
       {-5, 1024},   {0, 1024},    {1, 1024},        {1024, 1024},     {1025, 2048},
       {4096, 4096}, {4097, 8192}, {131072, 131072}, {131073, 262144}, {300000, 393216}};
   for (const auto& [real, bucket] : buckets) EXPECT_EQ(VllmBucketedMaxSeqlen(real), bucket) << real;
+  // Python's round_up does not wrap; past int64 the bucket saturates.
+  EXPECT_EQ(VllmBucketedMaxSeqlen(int64_t{2147483647}), int64_t{2147483648});
+  EXPECT_EQ(VllmBucketedMaxSeqlen(std::numeric_limits<int64_t>::max() - 7),
+            std::numeric_limits<int64_t>::max());
 }
 
 TEST(VllmMetadataTest, FlashinferSectionsOfTheVerifiedVector) {

@@ -38,7 +38,7 @@ inline constexpr std::array<int64_t, 8> kVllmMaxSeqlenBuckets = {1024,  2048,  4
                                                                  16384, 32768, 65536, 131072};
 
 // bucket_flashinfer_max_seqlen: <= 0 -> 1024; the first bucket >= real_max;
-// else real_max rounded up to 131072.
+// else real_max rounded up to 131072 (saturated at the int64 maximum).
 int64_t VllmBucketedMaxSeqlen(int64_t real_max);
 
 // What the builders are given besides the offsets.
