@@ -81,7 +81,21 @@ class Decoder {
     for (int64_t n : c.geometry.seq_lens) offsets_.push_back(offsets_.back() + n);
     longest_ = *std::max_element(c.geometry.seq_lens.begin(), c.geometry.seq_lens.end());
     width_ = c.geometry.num_heads * c.geometry.head_dim;
-    c.call = DecodeCall();
+    // The engine first, then one of its profiles: each engine gets an even
+    // share of the inputs, whatever its number of profiles.
+    const absl::Span<const Engine> engines = AllEngines();
+    const Engine engine = engines[in_.ConsumeIntegralInRange<size_t>(0, engines.size() - 1)];
+    const absl::Span<const Profile> profiles = ProfilesOf(engine);
+    const Profile profile = profiles[in_.ConsumeIntegralInRange<size_t>(0, profiles.size() - 1)];
+    if (engine == Engine::kVllm) {
+      const absl::Span<const VllmVersion> vllm_versions = ModelledVllmVersions();
+      c.sglang.reset();
+      c.vllm = vllm_versions[in_.ConsumeIntegralInRange<size_t>(0, vllm_versions.size() - 1)];
+      c.geometry.head_dim_v = c.geometry.head_dim;  // one head_size for q, k and v
+      c.call = DecodeVllmCall(profile, c.geometry);
+    } else {
+      c.call = DecodeSglangCall(profile);
+    }
     BlendWithCorrectCall(&c);
     return c;
   }
@@ -104,12 +118,9 @@ class Decoder {
     return g;
   }
 
-  CallSpec DecodeCall() {
+  CallSpec DecodeSglangCall(Profile profile) {
     CallSpec call;
-    // SGLang's profiles: the decoder spells SGLang's argument forms (vLLM's
-    // calls come from the property generators and the corpus).
-    const absl::Span<const Profile> profiles = ProfilesOf(Engine::kSglang);
-    call.profile = profiles[in_.ConsumeIntegralInRange<size_t>(0, profiles.size() - 1)];
+    call.profile = profile;
     call.entry = in_.ConsumeBool() ? Entry::kLayer : Entry::kDirect;
     call.graph_mode = in_.ConsumeIntegralInRange<int>(0, 3) == 0;
     call.layout =
@@ -134,6 +145,93 @@ class Decoder {
     return call;
   }
 
+  // vLLM's one entry, MMEncoderAttention.forward: q as models hand it
+  // ([b, s, H, D], mostly one item of every patch, or the fused
+  // projection's views), its three keywords in every form or made by the
+  // encoder metadata builders, and now and then SGLang's metadata or
+  // keywords, which vLLM refuses before anything else.
+  CallSpec DecodeVllmCall(Profile profile, const Geometry& g) {
+    CallSpec call;
+    call.profile = profile;
+    call.layout = PickOne({QLayout::kBatched, QLayout::kBatched, QLayout::kBatchedFusedQkv,
+                           QLayout::kPacked, QLayout::kFusedQkv});
+    if (call.layout == QLayout::kBatched || call.layout == QLayout::kBatchedFusedQkv) {
+      // b images of s patches each where every sequence has one length.
+      const std::vector<int64_t>& lengths = g.seq_lens;
+      const bool uniform =
+          lengths.size() > 1 && std::all_of(lengths.begin(), lengths.end(),
+                                            [&](int64_t n) { return n == lengths.front(); });
+      if (uniform && in_.ConsumeBool()) {
+        call.bsz = static_cast<int64_t>(lengths.size());
+        call.seq_len = lengths.front();
+      } else {
+        call.seq_len = g.total_tokens();
+      }
+    }
+    call.cu_seqlens = Arg(/*depth=*/1);
+    for (const char* key : {"max_seqlen", "sequence_lengths"}) {
+      if (in_.ConsumeBool()) call.kwargs.emplace_back(key, Arg(/*depth=*/1));
+    }
+    if (in_.ConsumeIntegralInRange<int>(0, 2) == 0) call.vllm_metadata = VllmMetadata();
+    if (in_.ConsumeIntegralInRange<int>(0, 7) == 0) {
+      if (in_.ConsumeBool()) {
+        call.forward_metadata = Metadata();
+      } else {
+        call.kwargs.emplace_back(PickOne<const char*>({"output_ws", "softmax_scale"}), Arg(1));
+      }
+    }
+    SettleVllmMetadata(&call, /*explicit_keywords_win=*/false);
+    return call;
+  }
+
+  // The builders' input: host token offsets (a NumPy array), right or with
+  // one entry off, and the tower's sizes, right or as a model that forgets
+  // tensor parallelism or FP8 padding passes them.
+  VllmMetadataSpec VllmMetadata() {
+    VllmMetadataSpec m;
+    TensorLiteral cu;
+    cu.dtype = PickOne({DType::kInt32, DType::kInt64});
+    cu.device = Device::kCpu;
+    cu.ints = offsets_;
+    if (in_.ConsumeIntegralInRange<int>(0, 3) == 0) {
+      cu.ints[in_.ConsumeIntegralInRange<size_t>(0, cu.ints.size() - 1)] = Int();
+    }
+    if (std::any_of(cu.ints.begin(), cu.ints.end(),
+                    [](int64_t v) { return v < -kInt32Max - 1 || v > kInt32Max; })) {
+      cu.dtype = DType::kInt64;
+    }
+    m.cu_seqlens = ArgLiteral::Tensor(std::move(cu));
+    if (in_.ConsumeIntegralInRange<int>(0, 3) == 0) m.tp_size = in_.ConsumeIntegralInRange(1, 4);
+    if (in_.ConsumeIntegralInRange<int>(0, 3) == 0) {
+      m.hidden_size = PickOne<int64_t>({width_ * m.tp_size, width_, width_ + 1,
+                                        in_.ConsumeIntegralInRange<int64_t>(1, 4 * width_)});
+    }
+    if (in_.ConsumeIntegralInRange<int>(0, 5) == 0) {
+      m.fp8_padded_hidden_size = in_.ConsumeIntegralInRange<int64_t>(1, 2 * width_ + 16);
+    }
+    m.device = PickOne({Device::kCuda, Device::kCuda, Device::kCpu});
+    return m;
+  }
+
+  // The builders make cu_seqlens, max_seqlen and sequence_lengths: a call
+  // with builder metadata passes none of them itself. Either the explicit
+  // keywords win (the metadata is dropped) or the metadata does.
+  static void SettleVllmMetadata(CallSpec* call, bool explicit_keywords_win) {
+    if (!call->vllm_metadata.has_value()) return;
+    auto made_by_builders = [](const auto& kv) {
+      return kv.first == "max_seqlen" || kv.first == "sequence_lengths";
+    };
+    const bool conflict = call->cu_seqlens.kind != ArgLiteral::Kind::kNone ||
+                          std::any_of(call->kwargs.begin(), call->kwargs.end(), made_by_builders);
+    if (!conflict) return;
+    if (explicit_keywords_win) {
+      call->vllm_metadata.reset();
+    } else {
+      call->cu_seqlens = ArgLiteral::None();
+      std::erase_if(call->kwargs, made_by_builders);
+    }
+  }
+
   // Most calls are correct, and most bugs hide one wrong argument away: as
   // often as not the call becomes the correct one (correct_call.h) with one
   // to three of its arguments taken from the decoded call, or max_seqlen off
@@ -142,6 +240,7 @@ class Decoder {
   void BlendWithCorrectCall(Case* c) {
     const int taken = in_.ConsumeIntegralInRange<int>(0, 3);
     if (taken == 0) return;
+    if (c->engine() == Engine::kVllm) return BlendWithCorrectVllmCall(c, taken);
     const CallSpec wild = c->call;
     const bool layer = wild.entry == Entry::kLayer && c->geometry.total_tokens() > 0 &&
                        !c->geometry.softmax_scale.has_value();
@@ -182,6 +281,57 @@ class Decoder {
           break;
         }
       }
+    }
+  }
+
+  // BlendWithCorrectCall for vLLM: the correct call (prepared when the
+  // decoded one has builder metadata) with `taken` of the decoded call's
+  // arguments, or max_seqlen off the truth by at most two.
+  void BlendWithCorrectVllmCall(Case* c, int taken) {
+    const CallSpec wild = c->call;
+    SetCorrectCall(c, wild.profile, wild.vllm_metadata.has_value(), Entry::kDirect);
+    c->expect.reset();
+    CallSpec& call = c->call;
+    for (int i = 0; i < taken; ++i) {
+      bool explicit_keywords_win = true;
+      switch (in_.ConsumeIntegralInRange<int>(0, 5)) {
+        case 0:
+          call.cu_seqlens = wild.cu_seqlens;
+          break;
+        case 1:
+          call.vllm_metadata = wild.vllm_metadata;
+          explicit_keywords_win = false;
+          break;
+        case 2:
+          call.forward_metadata = wild.forward_metadata;
+          break;
+        case 3:
+          call.layout = wild.layout;
+          call.bsz = wild.bsz;
+          call.seq_len = wild.seq_len;
+          break;
+        case 4:
+          // As compute_max_seqlen hands it: a 0-d host int32 tensor.
+          SetKwarg(
+              &call, "max_seqlen",
+              ArgLiteral::IntScalarTensor(longest_ + in_.ConsumeIntegralInRange<int64_t>(-2, 2),
+                                          DType::kInt32, Device::kCpu));
+          break;
+        default: {
+          const char* key = PickOne<const char*>(
+              {"cu_seqlens", "max_seqlen", "sequence_lengths", "output_ws", "softmax_scale"});
+          if (std::string(key) == "cu_seqlens") {
+            call.cu_seqlens = wild.cu_seqlens;
+            break;
+          }
+          std::erase_if(call.kwargs, [&](const auto& kv) { return kv.first == key; });
+          for (const auto& [name, value] : wild.kwargs) {
+            if (name == key) call.kwargs.emplace_back(name, value);
+          }
+          break;
+        }
+      }
+      SettleVllmMetadata(&call, explicit_keywords_win);
     }
   }
 

@@ -2,12 +2,14 @@
 //
 // Every input decodes (bytes that run out read as zeros), so the fuzzer
 // spends its time on the contract rather than on parsing. The decoder covers
-// every field the contract reads: profile, entry, mode, SGLang version,
-// graph mode, layout, and every argument form (absent, None, bool, int,
-// float, str, list, host or device tensors of each dtype and shape,
-// SingletonCache, output workspaces, builder-made and hand-built metadata),
-// with special values taken from raw bits (NaN, +-Inf, -0.0, subnormals,
-// int64 extremes, int32 wrap points, Unicode digits and spaces in strings).
+// every field the contract reads, for every modelled engine (the engine is
+// drawn first, so each gets an even share of the inputs): profile, entry,
+// mode, engine version, graph mode, layout, and every argument form (absent,
+// None, bool, int, float, str, list, host or device tensors of each dtype
+// and shape, SingletonCache, output workspaces, SGLang's builder-made and
+// hand-built metadata, vLLM's encoder metadata builders), with special
+// values taken from raw bits (NaN, +-Inf, -0.0, subnormals, int64 extremes,
+// int32 wrap points, Unicode digits and spaces in strings).
 //
 // `varlen decode --target=NAME FILE` prints what a target decodes from FILE
 // as a case file, ready for corpus/regressions/.

@@ -82,6 +82,15 @@ absl::Span<const Profile> AllProfiles() {
   return *all;
 }
 
+absl::Span<const Engine> AllEngines() {
+  static constexpr std::array<Engine, kEngines.size()> kAll = [] {
+    std::array<Engine, kEngines.size()> engines{};
+    for (size_t i = 0; i < kEngines.size(); ++i) engines[i] = kEngines[i].first;
+    return engines;
+  }();
+  return kAll;
+}
+
 absl::Span<const Profile> ProfilesOf(Engine engine) {
   static const auto* const by_engine = [] {
     auto* profiles = new std::array<std::vector<Profile>, kEngines.size()>;

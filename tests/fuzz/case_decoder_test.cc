@@ -5,6 +5,7 @@
 #include "case_decoder.h"
 
 #include <cmath>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -79,7 +80,10 @@ void Collect(const ArgLiteral& a, std::set<ArgLiteral::Kind>* kinds, std::set<DT
 
 TEST(CaseDecoderTest, RandomInputsReachEveryFormTheContractDistinguishes) {
   std::mt19937 random(20261130);
+  std::map<Engine, int> calls_of;
   std::set<Profile> profiles;
+  std::set<QLayout> vllm_layouts;
+  bool vllm_metadata = false, vllm_batch_of_images = false, vllm_given_sglang_keywords = false;
   std::set<ArgLiteral::Kind> kinds;
   std::set<DType> dtypes;
   std::set<MetadataSpec::Builder> builders;
@@ -90,6 +94,16 @@ TEST(CaseDecoderTest, RandomInputsReachEveryFormTheContractDistinguishes) {
     absl::StatusOr<Case> c = DecodeCase(bytes);
     ASSERT_TRUE(c.ok()) << c.status();
     profiles.insert(c->call.profile);
+    ++calls_of[c->engine()];
+    if (c->engine() == Engine::kVllm) {
+      vllm_layouts.insert(c->call.layout);
+      vllm_metadata |= c->call.vllm_metadata.has_value();
+      vllm_batch_of_images |= c->call.bsz.value_or(1) > 1;
+      vllm_given_sglang_keywords |= c->call.forward_metadata.has_value();
+      for (const auto& [key, value] : c->call.kwargs) {
+        vllm_given_sglang_keywords |= key == "output_ws" || key == "softmax_scale";
+      }
+    }
     graph |= c->call.graph_mode;
     layer |= c->call.entry == Entry::kLayer;
     hardened |= c->mode == Mode::kHardened;
@@ -99,7 +113,14 @@ TEST(CaseDecoderTest, RandomInputsReachEveryFormTheContractDistinguishes) {
     }
     if (c->call.forward_metadata.has_value()) builders.insert(c->call.forward_metadata->builder);
   }
-  EXPECT_EQ(profiles.size(), ProfilesOf(Engine::kSglang).size());
+  EXPECT_EQ(profiles.size(), AllProfiles().size());
+  // Each engine gets about an even share, whatever its number of profiles.
+  for (const Engine engine : AllEngines()) {
+    EXPECT_GT(calls_of[engine], 8000 / static_cast<int>(AllEngines().size()) * 4 / 5)
+        << EngineName(engine);
+  }
+  EXPECT_EQ(vllm_layouts.size(), 4u) << "packed, batched, fused_qkv, batched_fused_qkv";
+  EXPECT_TRUE(vllm_metadata && vllm_batch_of_images && vllm_given_sglang_keywords);
   EXPECT_EQ(kinds.size(), 9u) << "None, bool, int, float, str, tensor, list, cache, empty_like";
   EXPECT_EQ(dtypes.size(), 4u) << "int32, int64, float32, bool tensors";
   EXPECT_EQ(builders.size(), 3u);

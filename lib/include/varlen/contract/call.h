@@ -35,6 +35,8 @@ enum class Engine {
   kVllm,    // vLLM's MMEncoderAttention
 };
 
+// Every modelled engine, in the order above.
+absl::Span<const Engine> AllEngines();
 absl::string_view EngineName(Engine engine);  // "sglang", "vllm"
 absl::StatusOr<Engine> ParseEngine(absl::string_view name);
 
