@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "case_decoder.h"
-#include "varlen/backend/registry.h"
+#include "fuzzed_backends.h"
 #include "varlen/cases/correct_call.h"
 #include "varlen/cases/executor.h"
 #include "violation.h"
@@ -50,8 +50,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.tolerance.factor = 4.0;
   // Backends given the same call share a runner: one oracle, one emulation.
   std::vector<std::unique_ptr<varlen::CaseRunner>> runners;
-  for (const varlen::Backend* backend : varlen::AllBackends()) {
-    if (!backend->Available().ok()) continue;
+  static const std::vector<const varlen::Backend*> backends = varlen::FuzzedBackends();
+  for (const varlen::Backend* backend : backends) {
     // The decoded profile when the backend consumes it and it can carry
     // the geometry, else the first that does.
     std::vector<varlen::Profile> profiles = backend->capabilities().profiles;
@@ -66,12 +66,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
     varlen::Case c = wild;
     c.sglang.reset();  // older versions' modelled bugs corrupt even correct calls
+    c.vllm.reset();    // the latest, whichever engine the profile is
     // The layer passes its own scale; a custom one goes in a direct call.
     const bool layer = wild.call.entry == varlen::Entry::kLayer &&
                        !wild.geometry.softmax_scale.has_value() && wild.geometry.total_tokens() > 0;
-    varlen::SetCorrectCall(&c, profile, wild.call.forward_metadata.has_value(),
+    const bool prepared =
+        wild.call.forward_metadata.has_value() || wild.call.vllm_metadata.has_value();
+    varlen::SetCorrectCall(&c, profile, prepared,
                            layer ? varlen::Entry::kLayer : varlen::Entry::kDirect);
-    if (wild.call.layout == varlen::QLayout::kFusedQkv && backend->capabilities().strided_inputs &&
+    const bool fused = wild.call.layout == varlen::QLayout::kFusedQkv ||
+                       wild.call.layout == varlen::QLayout::kBatchedFusedQkv;
+    if (fused && backend->capabilities().strided_inputs &&
         varlen::ProfileTakesFusedQkv(profile, wild.geometry)) {
       c.call.layout = varlen::EngineOf(profile) == varlen::Engine::kVllm
                           ? varlen::QLayout::kBatchedFusedQkv
