@@ -113,10 +113,13 @@ class ResolverMutantBackend final : public Backend {
 
  private:
   void MutateFa3(const AttentionCall& call, FlashVarlenArgs* args, Resolution* r) const {
-    const Tensor& cu = args->cu_seqlens.as_tensor();
     switch (info_.bug) {
       case ResolverBug::kMaxFromFirstSequence:
-        if (MaxDerivedFromOffsets(call) && cu.numel() > 1) {
+        // Faithful mode hands the kernel whatever it was given: only offsets
+        // that are a tensor have a first sequence.
+        if (MaxDerivedFromOffsets(call) && args->cu_seqlens.is_tensor() &&
+            args->cu_seqlens.as_tensor().numel() > 1) {
+          const Tensor& cu = args->cu_seqlens.as_tensor();
           args->max_seqlen = Value::Int(cu.IntAt(1) - cu.IntAt(0));
         }
         break;
