@@ -14,6 +14,7 @@
 // launch, whatever would give a wrong one.
 
 #include <algorithm>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -301,7 +302,9 @@ absl::StatusOr<ResolvedArgs> FaithfulFlashOrTriton(const ResolveContext& ctx, Pr
 // torch.split(x, lens, dim=1)'s checks on sizes read from cu_seqlens.
 absl::Status CheckSplitSizes(const std::vector<int64_t>& lens, int64_t dim_size) {
   const std::string sizes = absl::StrCat("[", absl::StrJoin(lens, ", "), "]");
-  int64_t sum = 0;
+  // torch sums the sizes in int64 and compares; lengths past int64 wrap
+  // there as they do here (unsigned, so without undefined behaviour).
+  uint64_t sum = 0;
   for (int64_t length : lens) {
     if (length < 0) {
       return PythonError(PyErrorKind::kRuntimeError,
@@ -309,9 +312,9 @@ absl::Status CheckSplitSizes(const std::vector<int64_t>& lens, int64_t dim_size)
                                       "non-negative entries, but got split_sizes=",
                                       sizes));
     }
-    sum += length;
+    sum += static_cast<uint64_t>(length);
   }
-  if (sum != dim_size) {
+  if (static_cast<int64_t>(sum) != dim_size) {
     return PythonError(
         PyErrorKind::kRuntimeError,
         absl::StrCat("split_with_sizes expects split_sizes to sum exactly to ", dim_size,
