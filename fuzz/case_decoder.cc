@@ -102,6 +102,13 @@ class Decoder {
 
  private:
   Geometry DecodeGeometry() {
+    if (limits_.long_len > 0 && in_.ConsumeIntegralInRange<int>(0, 3) == 3) {
+      limits_ = {.max_sequences = 2,
+                 .max_len = limits_.long_len,
+                 .max_kv_heads = 1,
+                 .max_heads = 2,
+                 .max_head_dim = 16};
+    }
     Geometry g;
     const int count = in_.ConsumeIntegralInRange<int>(1, limits_.max_sequences);
     for (int i = 0; i < count; ++i) {
@@ -562,9 +569,15 @@ struct TargetLimits {
 
 constexpr TargetLimits kTargets[] = {
     {"contract", {}},
-    // Up to 64 tokens, 4 heads, head dim 128: kernels' tile edges in reach.
+    // Up to 64 tokens, 4 heads, head dim 128: kernels' tile edges in reach;
+    // or one or two sequences of up to 160 tokens, thin, past a key tile.
     {"differential",
-     {.max_sequences = 4, .max_len = 16, .max_kv_heads = 4, .max_heads = 4, .max_head_dim = 128}},
+     {.max_sequences = 4,
+      .max_len = 16,
+      .max_kv_heads = 4,
+      .max_heads = 4,
+      .max_head_dim = 128,
+      .long_len = 160}},
 };
 
 }  // namespace

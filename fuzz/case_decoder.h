@@ -36,6 +36,11 @@ struct DecodeLimits {
   int64_t max_kv_heads = 2;
   int64_t max_heads = 8;  // query heads: max_kv_heads times a GQA ratio of 1, 2 or 4
   int64_t max_head_dim = 16;
+  // When positive, one input in four decodes a long, thin geometry instead:
+  // up to two sequences of up to `long_len` tokens, one KV head, head dim up
+  // to 16. Kernels stream keys in tiles (cpu_flash: 64), and only sequences
+  // past a tile reach the code that joins tiles, within the same budget.
+  int64_t long_len = 0;
 };
 
 // Decodes `bytes` into a case that passes ValidateCase. The rare

@@ -1,5 +1,6 @@
 // Fuzz target: a small decoded geometry and data (up to 64 tokens, 4 heads,
-// head dim 128), called correctly (correct_call.h), through every available
+// head dim 128; or one in four long and thin, up to two sequences of 160
+// tokens past the kernels' key tiles), called correctly (correct_call.h), through every available
 // backend and judged against the float64 reference by the tolerance model.
 // For every input and backend:
 //
@@ -55,7 +56,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // The decoded profile when the backend consumes it and it can carry
     // the geometry, else the first that does.
     std::vector<varlen::Profile> profiles = backend->capabilities().profiles;
-    if (profiles.empty()) profiles.assign(varlen::AllProfiles().begin(), varlen::AllProfiles().end());
+    if (profiles.empty())
+      profiles.assign(varlen::AllProfiles().begin(), varlen::AllProfiles().end());
     std::erase_if(profiles,
                   [&](varlen::Profile p) { return !varlen::ProfileCanCarry(p, wild.geometry); });
     if (profiles.empty()) continue;

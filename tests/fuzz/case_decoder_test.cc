@@ -4,6 +4,7 @@
 
 #include "case_decoder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
@@ -127,6 +128,33 @@ TEST(CaseDecoderTest, RandomInputsReachEveryFormTheContractDistinguishes) {
   EXPECT_TRUE(nan);
   EXPECT_TRUE(unicode_digits);
   EXPECT_TRUE(graph && layer && hardened);
+}
+
+// cpu_flash streams keys in tiles of 64: the differential target's long,
+// thin share reaches the second and third tile, inside its MAC budget.
+TEST(CaseDecoderTest, DifferentialInputsReachPastAKeyTile) {
+  const DecodeLimits limits = *DecodeLimitsFor("differential");
+  std::mt19937 random(20261203);
+  int long_inputs = 0, past_two_tiles = 0;
+  constexpr int kInputs = 4000;
+  for (int i = 0; i < kInputs; ++i) {
+    std::vector<uint8_t> bytes(64 + i % 128);
+    for (uint8_t& b : bytes) b = static_cast<uint8_t>(random());
+    absl::StatusOr<Case> c = DecodeCase(bytes, limits);
+    ASSERT_TRUE(c.ok()) << c.status();
+    const std::vector<int64_t>& lengths = c->geometry.seq_lens;
+    const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+    if (longest > limits.max_len) {
+      ++long_inputs;
+      EXPECT_LE(lengths.size(), 2u);
+      EXPECT_EQ(c->geometry.num_kv_heads, 1);
+      EXPECT_LE(c->geometry.head_dim, 16);
+    }
+    past_two_tiles += longest > 128;
+  }
+  EXPECT_GT(long_inputs, kInputs / 6);
+  EXPECT_LT(long_inputs, kInputs / 3);
+  EXPECT_GT(past_two_tiles, kInputs / 40) << long_inputs << " long";
 }
 
 TEST(CaseDecoderTest, TargetsNameTheirLimits) {
