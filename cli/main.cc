@@ -69,6 +69,7 @@
 #include "varlen/contract/sglang_version.h"
 #include "varlen/contract/vllm_version.h"
 #include "varlen/core/status.h"
+#include "varlen/run/isolation.h"
 #ifdef VARLEN_HAVE_DECODER
 #include "case_decoder.h"
 #endif
@@ -103,6 +104,14 @@ ABSL_FLAG(std::string, expectations, "",
           "check: expectations manifests of known gaps, comma-separated (default: "
           "$VARLEN_EXPECTATIONS)");
 ABSL_FLAG(std::string, target, "", "decode: the fuzz target whose decoder reads FILE");
+ABSL_FLAG(bool, in_process, false,
+          "repro, check: run the backends in this process (for a debugger), not in worker "
+          "processes that may crash or hang without ending the run");
+ABSL_FLAG(double, deadline_s, 60,
+          "repro, check: the least time a backend call gets before its worker is killed (it "
+          "grows with the call's size and the backend's measured speed)");
+ABSL_FLAG(int64_t, worker_memory_mb, 0,
+          "repro, check: a worker's resident memory limit (default: half of this machine's)");
 ABSL_FLAG(bool, anchors, false, "mutants: also run the other projects' generators");
 ABSL_FLAG(std::string, only, "", "mutants: only the mutants whose name contains this");
 
@@ -127,6 +136,15 @@ constexpr absl::string_view kUsage =
     "repro exits 0 when every case meets its expectation, 1 when one does not,\n"
     "2 for an invalid case file or a usage error.";
 
+// Unset under --in_process.
+std::optional<IsolationOptions> IsolationFromFlags() {
+  if (absl::GetFlag(FLAGS_in_process)) return std::nullopt;
+  IsolationOptions options;
+  options.deadline_floor_s = absl::GetFlag(FLAGS_deadline_s);
+  options.memory_limit_mb = absl::GetFlag(FLAGS_worker_memory_mb);
+  return options;
+}
+
 int UsageError(absl::string_view message) {
   std::cerr << "varlen: " << message << "\n\n" << kUsage << "\n";
   return kExitInvalid;
@@ -135,11 +153,15 @@ int UsageError(absl::string_view message) {
 // absl exits with status 1 on an unknown flag; check first so usage errors
 // keep their own status.
 bool CheckFlagNames(int argc, char** argv, std::string* unknown) {
-  constexpr absl::string_view kKnown[] = {
-      "backend",   "json",     "brief",        "nojson", "nobrief",     "sglang",
-      "vllm",      "engine",   "tier",         "save",   "anchors",     "noanchors",
-      "only",      "backends", "report",       "corpus", "help",        "helpfull",
-      "helpshort", "version",  "expectations", "target", "budget_scale"};
+  constexpr absl::string_view kKnown[] = {"backend",      "json",         "brief",
+                                          "nojson",       "nobrief",      "sglang",
+                                          "vllm",         "engine",       "tier",
+                                          "save",         "anchors",      "noanchors",
+                                          "only",         "backends",     "report",
+                                          "corpus",       "help",         "helpfull",
+                                          "helpshort",    "version",      "expectations",
+                                          "target",       "budget_scale", "in_process",
+                                          "noin_process", "deadline_s",   "worker_memory_mb"};
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
     if (arg == "--") break;
@@ -259,6 +281,14 @@ int Repro(const std::vector<std::string>& paths) {
       }
     }
     if (backends.empty()) return UsageError("--backend names no backend");
+  }
+
+  std::vector<std::unique_ptr<Backend>> isolated;
+  if (const std::optional<IsolationOptions> isolation = IsolationFromFlags()) {
+    for (const Backend*& backend : backends) {
+      isolated.push_back(Isolate(*backend, *isolation));
+      backend = isolated.back().get();
+    }
   }
 
   absl::StatusOr<std::vector<std::string>> files = ListCaseFiles(paths);
@@ -479,17 +509,20 @@ int Check() {
     options.expectations.push_back(std::make_shared<const Expectations>(*std::move(loaded)));
   }
   options.progress = [](const std::string& line) { std::cerr << line << "\n"; };
+  if (std::optional<IsolationOptions> isolation = IsolationFromFlags()) {
+    options.isolation["*"] = *std::move(isolation);
+  }
   absl::StatusOr<CheckReport> report = RunCheck(options);
   if (!report.ok()) {
     std::cerr << "varlen: " << report.status().message() << "\n";
     return kExitInvalid;
   }
   std::cout << CheckResultText(*report, options);
-  std::vector<const Backend*> checked;
-  for (const std::string& name : report->backends) {
-    if (const Backend* backend = FindBackend(name); backend != nullptr) checked.push_back(backend);
+  nlohmann::ordered_json counters;
+  for (const auto& [backend, values] : report->counters) {
+    for (const BackendCounter& counter : values) counters[backend][counter.name] = counter.value;
   }
-  PrintCounters(BackendCounters(checked));
+  PrintCounters(counters);
   return report->passed() ? kExitOk : kExitFailed;
 }
 
@@ -545,6 +578,13 @@ int Decode(const std::string& path) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(std::string(varlen::kUsage));
+  // Started again as a worker: serve one backend (varlen/run/isolation.h).
+  if (varlen::IsWorkerProcess()) {
+    return varlen::ServeAsWorker([](absl::string_view name) {
+      const varlen::Backend* backend = varlen::FindBackend(name);
+      return backend != nullptr ? backend : varlen::FindMutant(name);
+    });
+  }
   std::string unknown;
   if (!varlen::CheckFlagNames(argc, argv, &unknown)) {
     return varlen::UsageError(absl::StrCat("unknown flag ", unknown));

@@ -176,6 +176,12 @@ void RunProperties(const CheckOptions& options, const Backend& backend, CheckRep
     if (const Expectations* e = ExpectationsFor(options, item.backend); e != nullptr) {
       ApplySkipEntries(*e, test, backend, &run);
     }
+    const std::string failures = (std::filesystem::path(options.report_dir) / "failures").string();
+    if (!options.report_dir.empty()) {
+      run.on_shrunk = [&](const PropertyRunResult& so_far) {
+        (void)WriteShrunkCase(failures, backend.name(), property, options.tier, so_far);
+      };
+    }
     const PropertyRunResult result = RunProperty(property, backend, run);
     item.seconds = result.seconds;
     if (result.passed) {
@@ -190,8 +196,7 @@ void RunProperties(const CheckOptions& options, const Backend& backend, CheckRep
       item.message = result.message;
       if (result.shrunk.has_value() && !options.report_dir.empty()) {
         absl::StatusOr<std::string> path =
-            WriteShrunkCase((std::filesystem::path(options.report_dir) / "failures").string(),
-                            backend.name(), property, options.tier, result);
+            WriteShrunkCase(failures, backend.name(), property, options.tier, result);
         if (path.ok()) {
           item.shrunk = *path;
           const auto command = options.repro_commands.find(item.backend);
@@ -281,8 +286,16 @@ bool CheckReport::passed() const {
 
 absl::StatusOr<CheckReport> RunCheck(const CheckOptions& options) {
   absl::Status status;
-  const std::vector<const Backend*> backends = ChooseBackends(options.backends, &status);
+  std::vector<const Backend*> backends = ChooseBackends(options.backends, &status);
   VARLEN_RETURN_IF_ERROR(status);
+  std::vector<std::unique_ptr<Backend>> isolated;
+  for (const Backend*& backend : backends) {
+    auto how = options.isolation.find(std::string(backend->name()));
+    if (how == options.isolation.end()) how = options.isolation.find("*");
+    if (how == options.isolation.end()) continue;
+    isolated.push_back(Isolate(*backend, how->second));
+    backend = isolated.back().get();
+  }
   std::vector<std::pair<std::string, Case>> cases;
   if (!options.corpus_dir.empty()) {
     VARLEN_ASSIGN_OR_RETURN(std::vector<std::string> files, ListCaseFiles({options.corpus_dir}));
@@ -296,6 +309,9 @@ absl::StatusOr<CheckReport> RunCheck(const CheckOptions& options) {
   report.properties = PropertyNames();
   ReplayCorpus(options, backends, cases, &report);
   for (const Backend* backend : backends) RunProperties(options, *backend, &report);
+  for (const Backend* backend : backends) {
+    report.counters[std::string(backend->name())] = backend->counters();
+  }
   if (!options.report_dir.empty()) {
     const std::filesystem::path dir(options.report_dir);
     VARLEN_RETURN_IF_ERROR(WriteFile(dir / "junit.xml", CheckJUnitXml(report)));

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "varlen/backend/fault.h"
 #include "varlen/cases/case_json.h"
 #include "varlen/cases/numerics.h"
 #include "varlen/core/status.h"
@@ -25,6 +26,7 @@ std::string FailureOf(const absl::Status& status, PropertyRun* run) {
     ++run->unsupported;
     return "";
   }
+  if (const std::optional<Fault> fault = FaultOf(status)) return DescribeFault(*fault);
   return std::string(status.message());
 }
 

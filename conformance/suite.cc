@@ -29,6 +29,7 @@
 #include "varlen/cases/report.h"
 #include "varlen/conformance/corpus_suite.h"
 #include "varlen/core/status.h"
+#include "varlen/run/isolation.h"
 
 namespace varlen {
 namespace {
@@ -112,6 +113,10 @@ class PropertyTest : public testing::Test {
     run_options.budget =
         ScaleBudget(BudgetFor(property_.name, options_.tier), options_.budget_scale);
     if (expectations != nullptr) ApplySkipEntries(*expectations, test, *backend_, &run_options);
+    run_options.on_shrunk = [this](const PropertyRunResult& so_far) {
+      (void)WriteShrunkCase(options_.failures_dir, backend_->name(), property_.name, options_.tier,
+                            so_far);
+    };
     const PropertyRunResult result = RunProperty(property_.name, *backend_, run_options);
     std::cout << absl::StrFormat("[ varlen   ] %s on %s: %s (tier %s, %s)\n", property_.name,
                                  backend_->name(), DescribeRun(result), TierName(options_.tier),
@@ -189,19 +194,29 @@ namespace {
 // One RapidCheck run of `property` over `generator`, adding to `result`:
 // at most `cases` cases, none started after `time_budget_s`.
 bool RunPhase(const Property& property, const Backend& backend, const rc::Gen<Case>& generator,
-              rc::detail::TestParams params, double time_budget_s, bool shrink,
-              PropertyRunResult* result, int64_t* skipped_for_time) {
+              rc::detail::TestParams params, double time_budget_s,
+              const PropertyRunOptions& options, PropertyRunResult* result,
+              int64_t* skipped_for_time) {
+  const bool shrink = options.shrink;
   const auto start = std::chrono::steady_clock::now();
   const auto elapsed = [&start] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
   const double seconds_before = result->seconds;
   bool failed = false;
+  Case smallest_failing;
   PropertyRun run;
   const auto testable = [&] {
     const Case c = *generator;
     if (time_budget_s > 0 && elapsed() > time_budget_s && !failed) {
       ++*skipped_for_time;
+      return;
+    }
+    // Shrinking gets the phase's time budget again, then keeps the smallest
+    // case so far: every candidate of a backend that hangs costs a deadline.
+    if (time_budget_s > 0 && failed &&
+        seconds_before + elapsed() - result->seconds_to_failure > time_budget_s) {
+      if (c == smallest_failing) RC_FAIL(result->why);  // RapidCheck's final report
       return;
     }
     ++result->executed;
@@ -214,9 +229,11 @@ bool RunPhase(const Property& property, const Backend& backend, const rc::Gen<Ca
       }
       failed = true;
       // Shrinking calls back with smaller failing cases: keep the last.
+      smallest_failing = c;
       result->shrunk = run.replay.value_or(c);
       result->shrunk_replays = run.replay.has_value() || property.case_replays;
       result->why = why;
+      if (options.on_shrunk) options.on_shrunk(*result);
       RC_FAIL(why);
     }
   };
@@ -259,8 +276,8 @@ PropertyRunResult RunProperty(absl::string_view name, const Backend& backend,
   const BackendCapabilities caps = options.capabilities.value_or(backend.capabilities());
   const rc::Gen<Case> generator =
       options.generator.has_value() ? *options.generator : GenForwardCase(caps, budget.limits);
-  result.passed = RunPhase(*property, backend, generator, params, budget.time_budget_s,
-                           options.shrink, &result, &result.skipped_for_time);
+  result.passed = RunPhase(*property, backend, generator, params, budget.time_budget_s, options,
+                           &result, &result.skipped_for_time);
   if (!result.passed || options.generator.has_value() || budget.long_cases <= 0) return result;
 
   // The long cases: their own count and time, and a seed of their own per
@@ -273,7 +290,7 @@ PropertyRunResult RunProperty(absl::string_view name, const Backend& backend,
   const double seconds = result.seconds;
   result.passed =
       RunPhase(*property, backend, GenLongForwardCase(caps, budget.long_limits), params,
-               budget.long_time_budget_s, options.shrink, &result, &result.long_skipped_for_time);
+               budget.long_time_budget_s, options, &result, &result.long_skipped_for_time);
   result.long_executed = result.executed - executed;
   result.long_seconds = result.seconds - seconds;
   return result;
@@ -413,6 +430,23 @@ absl::StatusOr<SuiteOptions> ApplyEnvironment(SuiteOptions options) {
   return options;
 }
 
+absl::StatusOr<IsolationOptions> IsolationFromEnvironment() {
+  IsolationOptions options;
+  if (const char* s = std::getenv("VARLEN_DEADLINE_S"); s != nullptr && *s != '\0') {
+    if (!absl::SimpleAtod(s, &options.deadline_floor_s) || !(options.deadline_floor_s > 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "VARLEN_DEADLINE_S=\"", s, "\": the deadline must be a positive number of seconds"));
+    }
+  }
+  if (const char* s = std::getenv("VARLEN_WORKER_MEMORY_MB"); s != nullptr && *s != '\0') {
+    if (!absl::SimpleAtoi(s, &options.memory_limit_mb) || options.memory_limit_mb <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "VARLEN_WORKER_MEMORY_MB=\"", s, "\": the limit must be a positive number of MiB"));
+    }
+  }
+  return options;
+}
+
 absl::Status RegisterConformanceSuite(const SuiteOptions& options) {
   std::vector<const Backend*> backends;
   if (options.backends.empty()) {
@@ -466,7 +500,24 @@ int ConformanceMain(int argc, char** argv, std::unique_ptr<Backend> backend,
                     const char* corpus_dir) {
   testing::InitGoogleTest(&argc, argv);
   const std::string name(backend->name());
-  if (absl::Status registered = RegisterBackend(std::move(backend)); !registered.ok()) {
+  // The backend runs in worker processes, which are this program started
+  // again (varlen/run/isolation.h), unless --in-process says otherwise.
+  if (IsWorkerProcess()) {
+    return ServeAsWorker(
+        [&](absl::string_view wanted) { return wanted == name ? backend.get() : nullptr; });
+  }
+  bool in_process = false;
+  for (int i = 1; i < argc; ++i) in_process |= absl::string_view(argv[i]) == "--in-process";
+  absl::StatusOr<IsolationOptions> isolation = IsolationFromEnvironment();
+  if (!isolation.ok()) {
+    std::cerr << isolation.status().message() << "\n";
+    return 2;
+  }
+  // Outlives every run: the isolated proxy refers to it.
+  static Backend* const declared = backend.release();
+  if (absl::Status registered = RegisterBackend(in_process ? std::unique_ptr<Backend>(declared)
+                                                           : Isolate(*declared, *isolation));
+      !registered.ok()) {
     std::cerr << registered.message() << "\n";
     return 2;
   }

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "varlen/backend/bind.h"
+#include "varlen/backend/fault.h"
 #include "varlen/cases/case_json.h"
 #include "varlen/cases/limits.h"
 #include "varlen/cases/report.h"
@@ -210,7 +211,10 @@ void CheckExpectation(const Case& c, Outcome* outcome) {
   std::vector<std::string>& mismatches = outcome->mismatches;
   // A backend that fails to run fails, whatever the case expects.
   if (outcome->observed == Observed::kError && outcome->error_stage == "backend") {
-    mismatches.push_back(absl::StrCat("the backend failed: ", outcome->error.message()));
+    const std::optional<Fault> fault = FaultOf(outcome->error);
+    mismatches.push_back(fault.has_value()
+                             ? DescribeFault(*fault)
+                             : absl::StrCat("the backend failed: ", outcome->error.message()));
     outcome->verdict = Verdict::kFail;
     return;
   }
@@ -359,9 +363,9 @@ absl::StatusOr<AttentionCall> CallOfCase(const Case& c, const QkvTensors& qkv) {
   AttentionCall call = MaterializeCall(c, qkv);
   VARLEN_RETURN_IF_ERROR(ApplyVllmMetadata(c, &call));
   if (c.call.forward_metadata.has_value()) {
-    VARLEN_ASSIGN_OR_RETURN(call.forward_metadata,
-                            BuildMetadata(*c.call.forward_metadata, c.mode, qkv.q,
-                                          c.call.cu_seqlens, call.cu_seqlens));
+    VARLEN_ASSIGN_OR_RETURN(
+        call.forward_metadata,
+        BuildMetadata(*c.call.forward_metadata, c.mode, qkv.q, c.call.cu_seqlens, call.cu_seqlens));
   }
   return call;
 }
@@ -432,6 +436,7 @@ void CaseRunner::Execute(const Backend& backend, Outcome* outcome) {
     return unsupported(supported);
   }
   if (absl::Status supported = backend.Supports(params); !supported.ok()) {
+    if (FaultOf(supported).has_value()) return raised(supported, "backend");
     return unsupported(supported);
   }
   outcome->kernel_fault = CheckKernelBounds(params);
@@ -465,6 +470,15 @@ void CaseRunner::ExecuteWholeCall(const Backend& backend, AttentionCall call, Ou
   auto unsupported = [outcome](absl::Status why) {
     outcome->unsupported = std::move(why);
     outcome->observed = Observed::kUnsupported;
+  };
+  auto not_made = [outcome](absl::Status why) {
+    const std::optional<Fault> fault = FaultOf(why);
+    outcome->mismatches.push_back(
+        fault.has_value() ? DescribeFault(*fault)
+                          : absl::StrCat("the call could not be made: ", why.message()));
+    outcome->error = std::move(why);
+    outcome->error_stage = "backend";
+    outcome->observed = Observed::kError;
   };
   if (case_.mode != Mode::kFaithful) {
     return unsupported(absl::UnimplementedError(
@@ -507,6 +521,7 @@ void CaseRunner::ExecuteWholeCall(const Backend& backend, AttentionCall call, Ou
     outcome->kernel = kernel->description();
     const VarlenAttentionParams params = kernel->params();
     if (absl::Status supported = backend.Supports(params); !supported.ok()) {
+      if (FaultOf(supported).has_value()) return not_made(supported);
       return unsupported(supported);
     }
     if (!CheckKernelBounds(params).ok()) {
@@ -536,14 +551,7 @@ void CaseRunner::ExecuteWholeCall(const Backend& backend, AttentionCall call, Ou
   if (predicted_error.has_value()) engine.predicted = FormatPythonError(*predicted_error);
 
   absl::StatusOr<EngineCallResult> result = backend.CallEngine(call, profile);
-  if (!result.ok()) {
-    outcome->error = result.status();
-    outcome->error_stage = "backend";
-    outcome->observed = Observed::kError;
-    outcome->mismatches.push_back(
-        absl::StrCat("the call could not be made: ", result.status().message()));
-    return;
-  }
+  if (!result.ok()) return not_made(result.status());
   engine.device_events = result->device_events;
   std::vector<std::string>& mismatches = outcome->mismatches;
   if (result->raised_type.has_value()) {

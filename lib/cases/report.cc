@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "varlen/backend/fault.h"
 #include "varlen/cases/case_json.h"
 
 namespace varlen {
@@ -83,6 +84,9 @@ std::string MetadataText(const MetadataSpec& m) {
 std::string ObservedText(const Outcome& o) {
   switch (o.observed) {
     case Observed::kError:
+      if (const std::optional<Fault> fault = FaultOf(o.error)) {
+        return absl::StrCat("fault in the backend, ", FaultKindName(fault->kind));
+      }
       return absl::StrCat("error raised by the ", o.error_stage);
     case Observed::kSuccess:
       return o.resolution_only_reason.empty()
@@ -326,7 +330,9 @@ std::string FormatOutcomeText(const Case& c, const std::string& origin, const Ou
   if (o.numerics.has_value())
     absl::StrAppend(&text, "  numerics:   ", SummarizeNumerics(*o.numerics), "\n");
   absl::StrAppend(&text, "  outcome:    ", ObservedText(o), "\n");
-  if (o.observed == Observed::kError) absl::StrAppend(&text, FormatPythonError(o.error), "\n");
+  if (o.observed == Observed::kError && !FaultOf(o.error).has_value()) {
+    absl::StrAppend(&text, FormatPythonError(o.error), "\n");
+  }
   if (c.expect.has_value() && !o.engine.has_value())  // a call-level run is judged by `predicted`
     absl::StrAppend(&text, "  expected:   ", ExpectationText(*c.expect), "\n");
   absl::StrAppend(&text, "  verdict:    ", VerdictName(o.verdict), "\n");
@@ -350,6 +356,11 @@ ojson OutcomeToJson(const Case& c, const std::string& origin, const Outcome& o) 
              {"mismatches", o.mismatches}};
   if (o.observed == Observed::kError) {
     j["error"] = {{"stage", o.error_stage}, {"text", FormatPythonError(o.error)}};
+  }
+  if (const std::optional<Fault> fault = FaultOf(o.error)) {
+    j["fault"] = {{"kind", FaultKindName(fault->kind)},
+                  {"summary", fault->summary},
+                  {"log_tail", fault->log_tail}};
   }
   if (!o.resolution_only_reason.empty()) j["resolution_only"] = o.resolution_only_reason;
   if (o.observed == Observed::kUnsupported) j["unsupported"] = std::string(o.unsupported.message());

@@ -18,6 +18,7 @@
 #include "nanobind/ndarray.h"
 #include "nanobind/stl/map.h"
 #include "nanobind/stl/optional.h"
+#include "nanobind/stl/pair.h"
 #include "nanobind/stl/string.h"
 #include "nanobind/stl/vector.h"
 #include "python_backend.h"
@@ -31,6 +32,7 @@
 #include "varlen/conformance/check.h"
 #include "varlen/conformance/generators.h"
 #include "varlen/conformance/suite.h"
+#include "varlen/run/isolation.h"
 
 namespace nb = nanobind;
 
@@ -75,6 +77,33 @@ const Backend& BackendNamed(const std::string& name) {
             .c_str());
   }
   return *backend;
+}
+
+// How the Python layer starts a backend's worker: by name, the command and
+// the environment entries (varlen._worker_commands). A backend without one
+// runs in this process.
+using WorkerCommands =
+    std::map<std::string, std::pair<std::vector<std::string>, std::vector<std::string>>>;
+
+IsolationOptions IsolationFor(
+    const std::pair<std::vector<std::string>, std::vector<std::string>>& command) {
+  IsolationOptions options = OrRaise(IsolationFromEnvironment());
+  options.worker_command = command.first;
+  options.worker_environment = command.second;
+  return options;
+}
+
+// The backend named `name`, behind a worker process when `workers` has its
+// command. A backend keeps one worker across calls, so a pytest run of one
+// case per item starts it once.
+const Backend& BackendToRun(const std::string& name, const WorkerCommands& workers) {
+  const Backend& backend = BackendNamed(name);
+  const auto command = workers.find(name);
+  if (command == workers.end()) return backend;
+  static auto* const isolated = new std::map<std::string, std::unique_ptr<Backend>>;
+  std::unique_ptr<Backend>& proxy = (*isolated)[name];
+  if (proxy == nullptr) proxy = Isolate(backend, IsolationFor(command->second));
+  return *proxy;
 }
 
 Case LoadCase(const std::string& path_or_json) {
@@ -141,8 +170,10 @@ NB_MODULE(_core, m) {
       [](const std::vector<std::string>& backends, const std::string& tier,
          const std::string& report_dir, const std::string& corpus_dir,
          const std::vector<std::string>& expectations, bool progress,
-         const std::map<std::string, std::string>& repro_commands, double budget_scale) {
+         const std::map<std::string, std::string>& repro_commands, double budget_scale,
+         const WorkerCommands& workers) {
         CheckOptions options;
+        for (const auto& [name, command] : workers) options.isolation[name] = IsolationFor(command);
         options.budget_scale = budget_scale;
         options.repro_commands = repro_commands;
         options.backends = backends;
@@ -188,12 +219,12 @@ NB_MODULE(_core, m) {
       },
       nb::arg("backends"), nb::arg("tier"), nb::arg("report_dir"), nb::arg("corpus_dir"),
       nb::arg("expectations"), nb::arg("progress"), nb::arg("repro_commands"),
-      nb::arg("budget_scale"));
+      nb::arg("budget_scale"), nb::arg("workers"));
 
   m.def(
       "repro",
       [](const std::string& path_or_json, const std::vector<std::string>& backends,
-         const std::string& sglang) {
+         const std::string& sglang, const WorkerCommands& workers) {
         std::vector<std::string> files;
         std::vector<Case> cases;
         if (!path_or_json.empty() && path_or_json.front() == '{') {
@@ -208,7 +239,7 @@ NB_MODULE(_core, m) {
           for (Case& c : cases) c.sglang = version;
         }
         std::vector<const Backend*> chosen;
-        for (const std::string& name : backends) chosen.push_back(&BackendNamed(name));
+        for (const std::string& name : backends) chosen.push_back(&BackendToRun(name, workers));
         nb::list outcomes;
         for (size_t i = 0; i < cases.size(); ++i) {
           std::vector<Outcome> results;
@@ -221,7 +252,7 @@ NB_MODULE(_core, m) {
         }
         return outcomes;
       },
-      nb::arg("path"), nb::arg("backends"), nb::arg("sglang"));
+      nb::arg("path"), nb::arg("backends"), nb::arg("sglang"), nb::arg("workers"));
 
   m.def(
       "load_case",
@@ -264,11 +295,14 @@ NB_MODULE(_core, m) {
   m.def(
       "run_property",
       [](const std::string& property, const std::string& backend, const std::string& tier,
-         const std::string& failures_dir) {
-        const Backend& b = BackendNamed(backend);
+         const std::string& failures_dir, const WorkerCommands& workers) {
+        const Backend& b = BackendToRun(backend, workers);
         PropertyRunOptions options;
         const Tier t = OrRaise(ParseTier(tier));
         options.budget = BudgetFor(property, t);
+        options.on_shrunk = [&](const PropertyRunResult& so_far) {
+          (void)WriteShrunkCase(failures_dir, backend, property, t, so_far);
+        };
         PropertyRunResult result;
         {
           nb::gil_scoped_release release;
@@ -289,7 +323,16 @@ NB_MODULE(_core, m) {
         }
         return d;
       },
-      nb::arg("property"), nb::arg("backend"), nb::arg("tier"), nb::arg("failures_dir"));
+      nb::arg("property"), nb::arg("backend"), nb::arg("tier"), nb::arg("failures_dir"),
+      nb::arg("workers"));
+
+  // A worker process (varlen/run/isolation.h) serves the backend its
+  // supervisor names, once the program has registered its backends.
+  m.def("is_worker", [] { return IsWorkerProcess(); });
+  m.def("serve_as_worker", [] {
+    nb::gil_scoped_release release;
+    return ServeAsWorker([](absl::string_view name) { return FindBackend(name); });
+  });
 
   m.def(
       "time_run",
@@ -385,9 +428,9 @@ NB_MODULE(_core, m) {
         d["raised"] = nb::none();
         if (!r.status.ok()) {
           const std::optional<PyErrorKind> kind = PythonErrorKindOf(r.status);
-          d["raised"] = nb::make_tuple(kind.has_value() ? std::string(PyErrorKindName(*kind))
-                                                        : std::string("Unimplemented"),
-                                       std::string(r.status.message()));
+          d["raised"] = nb::make_tuple(
+              kind.has_value() ? std::string(PyErrorKindName(*kind)) : std::string("Unimplemented"),
+              std::string(r.status.message()));
         }
         d["resolved"] = r.args.has_value() ? FormatJson(ResolvedArgsToJson(*r.args)) : "";
         // What the library raises once the kernel returned (the kernel's own

@@ -148,6 +148,40 @@ def _repro_command(name: str) -> Optional[str]:
     return f"{sys.executable} -m varlen repro {{file}} --load={origin} --backend={name}"
 
 
+def _workers(names: List[str], in_process: bool) -> Dict[str, tuple]:
+    """How each backend's worker process starts (varlen's supervised runs):
+    `python -m varlen worker`, loading the module the backend came from, with
+    this interpreter's module path. A backend registered as an object, with
+    no "module:attr" to load it from, runs in this process, as every backend
+    does with in_process or VARLEN_IN_PROCESS=1 (for a debugger)."""
+    if in_process or os.environ.get("VARLEN_IN_PROCESS", "") in ("1", "true"):
+        return {}
+    # This varlen first: the source tree (without the compiled module) may be
+    # on the path before it.
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = [package_parent] + [p for p in sys.path if p and p != package_parent]
+    environment = [f"PYTHONPATH={os.pathsep.join(path)}"]
+    workers = {}
+    for name in names or [b["name"] for b in _core.backends()]:
+        backend, origin = _registered.get(name, (None, None))
+        if backend is not None and origin is None:
+            continue
+        command = [sys.executable, "-m", "varlen", "worker"]
+        if origin is not None:
+            command.append(f"--load={origin}")
+        workers[name] = (command, environment)
+    return workers
+
+
+def _serve_if_worker() -> bool:
+    """In a worker process, started by a supervisor: serve its calls on the
+    backends registered so far, then exit. Elsewhere: False."""
+    if not _core.is_worker():
+        return False
+    sys.stdout.flush()
+    os._exit(_core.serve_as_worker())
+
+
 def default_corpus_dir() -> str:
     """The regression corpus: the one shipped in the package, else the source tree's."""
     shipped = os.path.join(os.path.dirname(__file__), "corpus", "regressions")
@@ -167,14 +201,19 @@ class CheckResult:
 
 def check(backend=None, *, tier: str = "smoke", report_dir: Optional[str] = None,
           corpus_dir: Optional[str] = None, expectations: Union[None, str, Sequence[str]] = None,
-          progress: bool = True, budget_scale: float = 1.0) -> CheckResult:
+          progress: bool = True, budget_scale: float = 1.0,
+          in_process: bool = False) -> CheckResult:
     """`varlen check` on the given backends (names, "module:attr" strings or
     backend objects; None: every available one): the corpus and the generated
     properties of `tier`, with junit.xml, matrix.md, pictures and shrunk cases
     in report_dir. `expectations`: manifests of known gaps (a path, a list, or
     comma-separated; default $VARLEN_EXPECTATIONS). `budget_scale` multiplies
     the tier's case counts and time budgets (below 1 for a slow backend, such
-    as a kernel under Triton's interpreter)."""
+    as a kernel under Triton's interpreter). Each backend loaded from a
+    "module:attr" runs in worker processes: a crash, a hang or a write
+    outside its buffers fails the case that caused it (CRASH, TIMEOUT, OOM,
+    VANISHED, WRITE_OUTSIDE, INPUT_CHANGED) and the run goes on;
+    `in_process` runs it here instead."""
     names = _names(backend)
     commands = {n: c for n in names if (c := _repro_command(n)) is not None}
     if expectations is None:
@@ -183,7 +222,7 @@ def check(backend=None, *, tier: str = "smoke", report_dir: Optional[str] = None
         expectations = [e for e in expectations.split(",") if e]
     r = _core.check(names, tier, report_dir or "", default_corpus_dir() if corpus_dir is None
                     else corpus_dir, [os.fspath(e) for e in expectations], progress, commands,
-                    float(budget_scale))
+                    float(budget_scale), _workers(names, in_process))
     return CheckResult(passed=r["passed"], text=r["text"], matrix=r["matrix"], items=r["items"])
 
 
@@ -200,11 +239,13 @@ class Outcome:
         return self.verdict != "FAIL"
 
 
-def repro(path: str, backend=None, *, sglang: Optional[str] = None) -> List[Outcome]:
+def repro(path: str, backend=None, *, sglang: Optional[str] = None,
+          in_process: bool = False) -> List[Outcome]:
     """Replays a case file (or every case of a folder) on the backends, as
-    `varlen repro` does."""
+    `varlen repro` does, each backend in a worker process (see check)."""
     names = _names(backend) or [b["name"] for b in _core.backends() if not b["unavailable"]]
-    return [Outcome(**o) for o in _core.repro(os.fspath(path), names, sglang or "")]
+    return [Outcome(**o) for o in _core.repro(os.fspath(path), names, sglang or "",
+                                              _workers(names, in_process))]
 
 
 @dataclasses.dataclass
@@ -235,10 +276,12 @@ def properties() -> List[str]:
 
 
 def run_property(property: str, backend: str, *, tier: str = "smoke",
-                 failures_dir: str = "varlen-failures") -> dict:
-    """One generated property on one backend: passed, summary, and on failure
-    the shrunk case file and the line that replays it."""
-    result = dict(_core.run_property(property, backend, tier, failures_dir))
+                 failures_dir: str = "varlen-failures", in_process: bool = False) -> dict:
+    """One generated property on one backend (in a worker process, see
+    check): passed, summary, and on failure the shrunk case file and the line
+    that replays it."""
+    result = dict(_core.run_property(property, backend, tier, failures_dir,
+                                     _workers([backend], in_process)))
     if result["shrunk"]:
         command = _repro_command(backend) or f"varlen repro {{file}} --backend={backend}"
         result["reproduce"] = command.replace("{file}", result["shrunk"])

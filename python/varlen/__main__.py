@@ -2,9 +2,9 @@
 
     python -m varlen check [--load=module:attr ...] [--backend=NAME ...]
                            [--tier=smoke|full|nightly] [--report=DIR] [--corpus=DIR]
-                           [--expectations=FILE,...] [--budget-scale=X]
+                           [--expectations=FILE,...] [--budget-scale=X] [--in-process]
     python -m varlen repro FILE_OR_DIR [--load=module:attr ...] [--backend=NAME ...]
-                           [--sglang=VERSION] [--brief] [--json]
+                           [--sglang=VERSION] [--brief] [--json] [--in-process]
     python -m varlen backends [--load=module:attr ...]
 
 --load imports "module:attr", a varlen.KernelBackend, a varlen.CallBackend or a
@@ -12,8 +12,12 @@ list of them ("module" alone: its BACKENDS), and registers them. --backend
 names the backends to run (a registered name, or "module:attr", which loads
 and runs what it names); without it, every loaded backend runs, or every
 available one when nothing was loaded. Both may be repeated or
-comma-separated. Exit status: 0 when everything passed, 1 when something
-failed, 2 for a usage error or an invalid case file.
+comma-separated. Each backend runs in worker processes (this command started
+again): a backend that crashes, hangs, runs out of memory or writes outside
+its buffers fails the case that caused it, with its case file, and the run
+goes on; --in-process runs it here (for a debugger). Exit status: 0 when
+everything passed, 1 when something failed, 2 for a usage error or an invalid
+case file.
 """
 
 from __future__ import annotations
@@ -48,6 +52,8 @@ def main(argv=None) -> int:
                        help="manifests of known gaps, comma-separated")
     check.add_argument("--budget-scale", type=float, default=1.0,
                        help="multiplies the tier's case counts and time budgets")
+    check.add_argument("--in-process", action="store_true",
+                       help="run the backends in this process, not in worker processes")
     repro = sub.add_parser("repro", help="replay case files")
     repro.add_argument("path")
     repro.add_argument("--load", action="append")
@@ -55,12 +61,23 @@ def main(argv=None) -> int:
     repro.add_argument("--sglang", default=None)
     repro.add_argument("--brief", action="store_true")
     repro.add_argument("--json", action="store_true")
+    repro.add_argument("--in-process", action="store_true",
+                       help="run the backends in this process, not in worker processes")
+    worker = sub.add_parser("worker", help="serve a supervisor (started by check and repro)")
+    worker.add_argument("--load", action="append")
     listing = sub.add_parser("backends", help="list the backends")
     listing.add_argument("--load", action="append")
     listing.add_argument("--backend", action="append")
     args = parser.parse_args(argv)
 
     try:
+        if args.command == "worker":
+            for target in _items(args.load):
+                varlen.load_backend(target)
+            varlen._serve_if_worker()
+            print("varlen: a worker is started by `check` or `repro`, not by hand",
+                  file=sys.stderr)
+            return 2
         names = _backends(args)
         if args.command == "backends":
             for b in varlen.backends():
@@ -71,10 +88,11 @@ def main(argv=None) -> int:
         if args.command == "check":
             result = varlen.check(names or None, tier=args.tier, report_dir=args.report or None,
                                   corpus_dir=args.corpus, expectations=args.expectations,
-                                  budget_scale=args.budget_scale)
+                                  budget_scale=args.budget_scale, in_process=args.in_process)
             sys.stdout.write(result.text)
             return 0 if result.passed else 1
-        outcomes = varlen.repro(args.path, names or None, sglang=args.sglang)
+        outcomes = varlen.repro(args.path, names or None, sglang=args.sglang,
+                                in_process=args.in_process)
     except ValueError as e:
         print(f"varlen: {e}", file=sys.stderr)
         return 2

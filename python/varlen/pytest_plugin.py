@@ -34,6 +34,8 @@ def pytest_addoption(parser):
     group.addoption("--varlen-corpus", default=None, help="the corpus to replay")
     group.addoption("--varlen-no-corpus", action="store_true", help="only the properties")
     group.addoption("--varlen-no-properties", action="store_true", help="only the corpus")
+    group.addoption("--varlen-in-process", action="store_true",
+                    help="run the backends in pytest's process, not in worker processes")
 
 
 class VarlenFailure(Exception):
@@ -48,7 +50,8 @@ class _CaseItem(pytest.Item):
     def runtest(self):
         import varlen
 
-        [outcome] = varlen.repro(self.path, [self.backend])
+        [outcome] = varlen.repro(self.path, [self.backend],
+                                 in_process=self.config.getoption("--varlen-in-process"))
         if outcome.verdict == "UNSUPPORTED":
             pytest.skip(outcome.text.split("outcome:")[-1].strip().splitlines()[0])
         if outcome.verdict == "FAIL":
@@ -74,7 +77,8 @@ class _PropertyItem(pytest.Item):
         import varlen
 
         r = varlen.run_property(self.property_name, self.backend, tier=self.tier,
-                                failures_dir=self.failures)
+                                failures_dir=self.failures,
+                                in_process=self.config.getoption("--varlen-in-process"))
         if r["passed"] and r["unsupported"]:
             pytest.skip(f"{self.backend} supports none of the generated cases")
         if not r["passed"]:

@@ -229,7 +229,7 @@ def kernel_prediction(core, text: str) -> Optional[Tuple[str, str]]:
     run binds the kernel too): (kind, message) for an entry check's
     exception, ("Unimplemented", why) where the kernel's response is not
     modelled, None where the kernel takes the call."""
-    outcome = json.loads(core.repro(text, ["cpu_reference"], "")[0]["json"])
+    outcome = json.loads(core.repro(text, ["cpu_reference"], "", {})[0]["json"])
     if outcome["observed"] == "error" and outcome["error"]["stage"] == "kernel entry":
         kind, _, message = outcome["error"]["text"].partition(": ")
         return kind, message

@@ -32,6 +32,7 @@
 #include "varlen/cases/numerics.h"
 #include "varlen/conformance/expectations.h"
 #include "varlen/conformance/suite.h"
+#include "varlen/run/isolation.h"
 
 namespace varlen {
 
@@ -54,6 +55,11 @@ struct CheckOptions {
   // How a failure's shrunk case is replayed, per backend, "{file}" standing
   // for the case file; unlisted: "varlen repro {file} --backend=<name>".
   std::map<std::string, std::string> repro_commands;
+  // How each backend runs in worker processes (varlen/run/isolation.h), so
+  // that a crash or a hang is a failing case and the run goes on: by the
+  // backend's name, "*" for those not named. A backend with neither runs in
+  // this process.
+  std::map<std::string, IsolationOptions> isolation;
 };
 
 enum class CheckStatus {
@@ -79,6 +85,9 @@ struct CheckItem {
 
 struct CheckReport {
   std::vector<std::string> backends;
+  // Per backend, what it counted (BackendCounter), the supervisor's counts
+  // (workers_started, crash, timeout, ...) among them when isolated.
+  std::map<std::string, std::vector<BackendCounter>> counters;
   std::vector<std::string> properties;
   std::vector<CheckItem> items;
   bool passed() const;

@@ -51,12 +51,18 @@
 // manifest of known gaps, expectations.h) and RC_PARAMS, and
 // `--repro=FILE` replays one case file on the backend. Each failing property
 // writes its shrunk case there as a corpus-ready JSON file and prints the
-// line that replays it.
+// line that replays it. The backend runs in worker processes (the binary
+// started again, varlen/run/isolation.h): a crash, hang, memory blow-up or
+// write outside its buffers fails the case that caused it and the run goes
+// on; `--in-process` runs it in the binary's own process (for a debugger).
+// VARLEN_DEADLINE_S (default 60) is the least time a call gets before its
+// worker is killed, VARLEN_WORKER_MEMORY_MB a worker's memory limit.
 
 #ifndef VARLEN_CONFORMANCE_SUITE_H_
 #define VARLEN_CONFORMANCE_SUITE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -68,6 +74,7 @@
 #include "varlen/backend/backend.h"
 #include "varlen/conformance/expectations.h"
 #include "varlen/conformance/generators.h"
+#include "varlen/run/isolation.h"
 
 namespace varlen {
 
@@ -103,6 +110,8 @@ PropertyBudget ScaleBudget(PropertyBudget budget, double scale);
 // The generated properties, in the order above.
 std::vector<std::string> PropertyNames();
 
+struct PropertyRunResult;
+
 struct PropertyRunOptions {
   PropertyBudget budget;
   // What the generators may draw; unset: the backend's capabilities.
@@ -110,6 +119,10 @@ struct PropertyRunOptions {
   // Other cases to try instead of GenForwardCase; set, no long cases run.
   std::optional<rc::Gen<Case>> generator;
   bool shrink = true;
+  // Called with the smallest failing case so far each time shrinking finds
+  // a smaller one (result.shrunk set), so that a run killed mid-shrink
+  // still leaves a case that replays.
+  std::function<void(const PropertyRunResult& result)> on_shrunk;
 };
 
 struct PropertyRunResult {
@@ -178,6 +191,9 @@ absl::Status RegisterConformanceSuite(const SuiteOptions& options);
 
 // The main() of a backend's conformance binary: registers `backend`, then
 // the whole suite on it, and runs it (or `--repro=FILE`).
+// The worker settings VARLEN_DEADLINE_S and VARLEN_WORKER_MEMORY_MB give.
+absl::StatusOr<IsolationOptions> IsolationFromEnvironment();
+
 int ConformanceMain(int argc, char** argv, std::unique_ptr<Backend> backend,
                     const char* corpus_dir);
 

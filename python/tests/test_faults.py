@@ -1,0 +1,94 @@
+"""Supervised runs from Python: a backend that faults on some launches, in
+each way Python backends fault, fails exactly the cases it faults on, with
+the fault's kind, through `python -m varlen check` and the pytest plugin;
+every other case keeps its fault-free verdict and the run finishes.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ElementTree
+
+import pytest
+
+import varlen
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXPECTED = {
+    "segfault": "CRASH",
+    "abort": "CRASH",
+    "exit0": "VANISHED",
+    "hang": "TIMEOUT",
+    "oom": "OOM",
+    "write_past_output": "WRITE_OUTSIDE",
+    "scale_q_in_place": "INPUT_CHANGED",
+}
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """Every eighth regression case: some launches fault, most do not."""
+    folder = tmp_path_factory.mktemp("corpus")
+    files = varlen.case_files()
+    for path in files[::8]:
+        shutil.copy(path, folder)
+    return str(folder)
+
+
+def _env(fault):
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(varlen.__file__)))
+    # The memory limit, not the deadline, must stop the oom fault on a busy machine.
+    return dict(os.environ, VARLEN_TEST_FAULT=fault,
+                VARLEN_DEADLINE_S="30" if fault == "oom" else "5",
+                VARLEN_WORKER_MEMORY_MB="2048",
+                PYTHONPATH=os.pathsep.join([HERE, package_parent] + sys.path))
+
+
+def _check(corpus, report, fault, *extra):
+    command = [sys.executable, "-m", "varlen", "check", "--load=fault_backends:BACKENDS",
+               "--backend=fault_kernel", f"--corpus={corpus}", f"--report={report}",
+               "--budget-scale=0.05", *extra]
+    done = subprocess.run(command, env=_env(fault), capture_output=True, text=True, timeout=600)
+    suites = ElementTree.parse(os.path.join(report, "junit.xml")).getroot()
+    results = {}
+    for case in suites.iter("testcase"):
+        failure = case.find("failure")
+        results[case.get("name")] = None if failure is None else (failure.get("message", "") +
+                                                                  (failure.text or ""))
+    return done, results
+
+
+@pytest.fixture(scope="module")
+def fault_free(corpus, tmp_path_factory):
+    done, results = _check(corpus, str(tmp_path_factory.mktemp("none")), "none", "--in-process")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return results
+
+
+@pytest.mark.parametrize("fault", sorted(EXPECTED))
+def test_check_fails_only_the_faulting_cases(fault, corpus, fault_free, tmp_path):
+    done, results = _check(corpus, str(tmp_path), fault)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    assert set(results) == set(fault_free), "the run did not finish"
+    changed = {name: text for name, text in results.items() if text != fault_free[name]}
+    assert any(not name.startswith("Conformance") for name in changed), "no corpus case faulted"
+    for name, text in changed.items():
+        assert text is not None and EXPECTED[fault] in text, (name, text)
+
+
+def test_pytest_plugin_fails_only_the_faulting_items(corpus, tmp_path):
+    report = tmp_path / "pytest.xml"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "varlen.pytest_plugin", "-p",
+         "no:cacheprovider", "--varlen-backend=fault_backends:BACKENDS", "--varlen-no-properties",
+         f"--varlen-corpus={corpus}", f"--junitxml={report}", str(tmp_path)],
+        env=_env("segfault"), capture_output=True, text=True, timeout=600, cwd=str(tmp_path))
+    assert done.returncode == 1, done.stdout[-3000:]
+    cases = list(ElementTree.parse(report).getroot().iter("testcase"))
+    assert len(cases) == len(os.listdir(corpus)), "the session did not finish"
+    failed = [c for c in cases if c.find("failure") is not None]
+    assert failed and len(failed) < len(cases)
+    for case in failed:
+        assert "CRASH" in case.find("failure").get("message", "") + (case.find("failure").text or "")
