@@ -2,6 +2,7 @@
 //
 //   varlen repro FILE|DIR... [--backend=NAME[,NAME...]|all] [--sglang=VERSION|all]
 //                [--vllm=VERSION] [--engine=sglang|vllm|all] [--json] [--brief] [--save=DIR]
+//                [--times=N]
 //       Runs each case on each chosen backend and prints, per run, what was
 //       passed, what resolution did, the outcome and the verdict, then one
 //       summary line. --sglang=VERSION runs every case under that SGLang
@@ -16,20 +17,32 @@
 //       --backend also accepts the name of a mutant (see mutants). Backends
 //       that count something across runs (the cudnn backend's graph cache:
 //       graph_builds, graph_hits) report it on a "counters:" line, and in
-//       --json under "backend_counters".
+//       --json under "backend_counters". --times=N runs each case N times
+//       and says whether its result (verdict and fault kind) is
+//       reproducible or flaky. GTEST_TOTAL_SHARDS and GTEST_SHARD_INDEX
+//       replay every total-th file.
 //   varlen backends
 //       Lists the backends with their capabilities and availability.
 //   varlen check [--backends=A,B] [--tier=smoke|full|nightly] [--report=DIR] [--corpus=DIR]
-//                [--budget_scale=X]
-//                [--expectations=FILE]
+//                [--budget_scale=X] [--expectations=FILE] [--jobs=N] [--counts_only]
 //       The main job: the regression corpus and the conformance suite's
 //       generated properties on every available backend (or those named),
 //       progress on stderr, then the backend x property matrix (an
 //       expectations manifest turns known failures into xfail). With
 //       --report, also DIR/junit.xml, DIR/matrix.md, an SVG picture of the
 //       error of each failing case and the shrunk case of each failing
-//       property. Exit status: 0 all passed, 1 a failure, 2 usage or invalid
-//       input.
+//       property, and DIR/report.json. Faults of the backend (a crash, a
+//       hang, ...) are failing checks, grouped by signature at the end.
+//       GTEST_TOTAL_SHARDS and GTEST_SHARD_INDEX run one shard of the checks;
+//       --jobs=N runs N shards at once and merges them; --counts_only bounds
+//       each property by its case counts alone, so every shard checks what
+//       the unsharded run would, however fast its machine. Exit status: 0 all
+//       passed, 1 a failure, 2 usage or invalid input.
+//   varlen report --merge DIR... [--report=OUT]
+//       The report of the unsharded run, from its shards' report folders.
+//   --load=PLUGIN.so[,...] (repro, check, backends; default $VARLEN_LOAD)
+//       Registers the backends of shared libraries made with
+//       VARLEN_BACKEND_PLUGIN (varlen/backend/plugin.h).
 //   varlen mutants [--tier=smoke|full|nightly] [--anchors] [--only=TEXT]
 //       Runs the conformance suite (its properties, then the corpus) on every
 //       mutant of cpu_flash and of the resolvers (and, with --anchors, the
@@ -40,9 +53,16 @@
 //       Prints the case a fuzz target decodes from the bytes of FILE (a seed,
 //       a crash) as a case file for corpus/regressions/.
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -55,11 +75,13 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
+#include "varlen/backend/fault.h"
 #include "varlen/backend/registry.h"
 #include "varlen/cases/case_json.h"
 #include "varlen/cases/engines.h"
@@ -70,6 +92,7 @@
 #include "varlen/contract/vllm_version.h"
 #include "varlen/core/status.h"
 #include "varlen/run/isolation.h"
+#include "varlen/run/shard.h"
 #ifdef VARLEN_HAVE_DECODER
 #include "case_decoder.h"
 #endif
@@ -105,13 +128,28 @@ ABSL_FLAG(std::string, expectations, "",
           "$VARLEN_EXPECTATIONS)");
 ABSL_FLAG(std::string, target, "", "decode: the fuzz target whose decoder reads FILE");
 ABSL_FLAG(bool, in_process, false,
-          "repro, check: run the backends in this process (for a debugger), not in worker "
+          "repro, check, mutants: run the backends in this process (for a debugger), not in worker "
           "processes that may crash or hang without ending the run");
-ABSL_FLAG(double, deadline_s, 60,
-          "repro, check: the least time a backend call gets before its worker is killed (it "
-          "grows with the call's size and the backend's measured speed)");
-ABSL_FLAG(int64_t, worker_memory_mb, 0,
-          "repro, check: a worker's resident memory limit (default: half of this machine's)");
+ABSL_FLAG(
+    double, deadline_s, 60,
+    "repro, check, mutants: the least time a backend call gets before its worker is killed (it "
+    "grows with the call's size and the backend's measured speed)");
+ABSL_FLAG(
+    int64_t, worker_memory_mb, 0,
+    "repro, check, mutants: a worker's resident memory limit (default: half of this machine's)");
+ABSL_FLAG(std::string, load, "",
+          "repro, check: backend plugins to load, comma-separated shared libraries made with "
+          "VARLEN_BACKEND_PLUGIN (default: $VARLEN_LOAD)");
+ABSL_FLAG(int, jobs, 1,
+          "check: run this many shards at once, each in its own process, and merge their "
+          "reports");
+ABSL_FLAG(bool, counts_only, false,
+          "check: case counts alone bound each property, not time, so that every machine "
+          "checks the same cases (the shards of one run)");
+ABSL_FLAG(bool, merge, false, "report: merge the shard reports in the folders given");
+ABSL_FLAG(int, times, 1,
+          "repro: run each case this many times on each backend and say whether the result "
+          "(the verdict, the fault's kind) is reproducible or flaky");
 ABSL_FLAG(bool, anchors, false, "mutants: also run the other projects' generators");
 ABSL_FLAG(std::string, only, "", "mutants: only the mutants whose name contains this");
 
@@ -126,15 +164,44 @@ constexpr absl::string_view kUsage =
     "usage:\n"
     "  varlen repro FILE|DIR... [--backend=NAME[,NAME...]|all] [--sglang=VERSION|all]\n"
     "               [--vllm=VERSION] [--engine=sglang|vllm|all] [--json]\n"
-    "               [--brief] [--save=DIR]\n"
+    "               [--brief] [--save=DIR] [--times=N]\n"
     "  varlen backends\n"
     "  varlen check [--backends=A,B] [--tier=smoke|full|nightly] [--report=DIR] [--corpus=DIR]\n"
-    "               [--expectations=FILE]\n"
+    "               [--expectations=FILE] [--jobs=N]\n"
+    "  varlen report --merge DIR... [--report=OUT]\n"
+    "  (repro, check, backends: --load=PLUGIN.so runs the backends of a plugin)\n"
     "  varlen mutants [--tier=smoke|full|nightly] [--anchors] [--only=TEXT]\n"
     "  varlen decode --target=NAME FILE\n"
     "\n"
     "repro exits 0 when every case meets its expectation, 1 when one does not,\n"
     "2 for an invalid case file or a usage error.";
+
+// The plugins a worker loads before it serves (":"-separated paths).
+constexpr char kLoadEnv[] = "VARLEN_LOAD";
+
+// The plugins of --load (or $VARLEN_LOAD), as absolute paths, comma- or
+// colon-separated.
+std::vector<std::string> PluginPaths() {
+  std::string paths = absl::GetFlag(FLAGS_load);
+  if (const char* env = std::getenv(kLoadEnv); paths.empty() && env != nullptr) paths = env;
+  std::vector<std::string> absolute;
+  for (absl::string_view path : absl::StrSplit(paths, absl::ByAnyChar(",:"), absl::SkipEmpty())) {
+    absolute.push_back(std::filesystem::absolute(std::string(path)).string());
+  }
+  return absolute;
+}
+
+// Registers the backends of `paths`; false (having said why) if one fails.
+bool LoadPlugins(const std::vector<std::string>& paths) {
+  for (const std::string& path : paths) {
+    absl::StatusOr<std::vector<std::string>> names = LoadBackendPlugin(path);
+    if (!names.ok()) {
+      std::cerr << "varlen: --load: " << names.status().message() << "\n";
+      return false;
+    }
+  }
+  return true;
+}
 
 // Unset under --in_process.
 std::optional<IsolationOptions> IsolationFromFlags() {
@@ -142,6 +209,8 @@ std::optional<IsolationOptions> IsolationFromFlags() {
   IsolationOptions options;
   options.deadline_floor_s = absl::GetFlag(FLAGS_deadline_s);
   options.memory_limit_mb = absl::GetFlag(FLAGS_worker_memory_mb);
+  options.worker_environment.push_back(
+      absl::StrCat(kLoadEnv, "=", absl::StrJoin(PluginPaths(), ":")));
   return options;
 }
 
@@ -161,7 +230,10 @@ bool CheckFlagNames(int argc, char** argv, std::string* unknown) {
                                           "corpus",       "help",         "helpfull",
                                           "helpshort",    "version",      "expectations",
                                           "target",       "budget_scale", "in_process",
-                                          "noin_process", "deadline_s",   "worker_memory_mb"};
+                                          "noin_process", "deadline_s",   "worker_memory_mb",
+                                          "load",         "jobs",         "merge",
+                                          "nomerge",      "times",        "counts_only",
+                                          "nocounts_only"};
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
     if (arg == "--") break;
@@ -259,6 +331,15 @@ void PrintCounters(const nlohmann::ordered_json& counters) {
   }
 }
 
+// A verdict with its fault kind, if any: "FAIL (CRASH)".
+std::string ResultName(const Outcome& outcome) {
+  const std::optional<Fault> fault = FaultOf(outcome.error);
+  return absl::StrCat(VerdictName(outcome.verdict),
+                      fault.has_value() ? absl::StrCat(" (", FaultKindName(fault->kind), ")") : "");
+}
+
+bool SameResult(const Outcome& a, const Outcome& b) { return ResultName(a) == ResultName(b); }
+
 int Repro(const std::vector<std::string>& paths) {
   if (paths.empty()) return UsageError("repro needs at least one case file or directory");
   std::vector<const Backend*> backends;
@@ -295,6 +376,12 @@ int Repro(const std::vector<std::string>& paths) {
   if (!files.ok()) {
     std::cerr << "varlen: " << files.status().message() << "\n";
     return kExitInvalid;
+  }
+  // A shard of a split run replays every total-th file.
+  absl::StatusOr<Shard> shard = ShardFromEnvironment();
+  if (!shard.ok()) return UsageError(shard.status().message());
+  for (int64_t i = static_cast<int64_t>(files->size()) - 1; i >= 0; --i) {
+    if (!shard->Owns(i)) files->erase(files->begin() + i);
   }
   // Load everything first: an invalid file stops the run before any result.
   std::vector<Case> cases;
@@ -350,6 +437,9 @@ int Repro(const std::vector<std::string>& paths) {
   nlohmann::ordered_json results = nlohmann::ordered_json::array();
   nlohmann::ordered_json differences = nlohmann::ordered_json::array();
   int passed = 0, failed = 0, unsupported = 0, resolution_only = 0, differing_cases = 0;
+  int flaky = 0;
+  const int times = absl::GetFlag(FLAGS_times);
+  if (times < 1) return UsageError(absl::StrCat("--times=", times, " must be at least 1"));
   for (size_t i = 0; i < cases.size(); ++i) {
     RunOptions run_options;
     run_options.keep_output = !save_dir.empty();
@@ -377,13 +467,27 @@ int Repro(const std::vector<std::string>& paths) {
       failed += outcome.verdict == Verdict::kFail;
       unsupported += outcome.verdict == Verdict::kUnsupported;
       resolution_only += !outcome.resolution_only_reason.empty();
+      // --times=N: the same case again, to tell a reproducible failure (or
+      // fault) from a flaky one.
+      int same = 1;
+      for (int t = 1; t < times; ++t) same += SameResult(runner.Run(*backend), outcome);
+      const std::string replayed =
+          times == 1 ? ""
+          : same == times
+              ? absl::StrCat("reproducible: the same ", ResultName(outcome), " in ", times, " of ",
+                             times, " runs")
+              : absl::StrCat("FLAKY: ", ResultName(outcome), " in ", same, " of ", times, " runs");
+      flaky += same < times;
       if (json) {
-        results.push_back(OutcomeToJson(cases[i], (*files)[i], outcome));
+        nlohmann::ordered_json result = OutcomeToJson(cases[i], (*files)[i], outcome);
+        if (times > 1) result["replayed"] = {{"times", times}, {"same", same}, {"text", replayed}};
+        results.push_back(std::move(result));
       } else if (brief && outcome.verdict != Verdict::kFail) {
         std::cout << VerdictName(outcome.verdict) << "  " << cases[i].name << "  ["
-                  << backend->name() << "]\n";
+                  << backend->name() << "]" << (replayed.empty() ? "" : "  ") << replayed << "\n";
       } else {
         std::cout << FormatOutcomeText(cases[i], (*files)[i], outcome) << "\n";
+        if (!replayed.empty()) std::cout << "  replayed:   " << replayed << "\n";
       }
       if (compare_engines) {
         absl::StatusOr<CounterpartCall> other = CounterpartCase(cases[i]);
@@ -446,10 +550,11 @@ int Repro(const std::vector<std::string>& paths) {
     }
     differing_cases += differs;
   }
-  const std::string summary = absl::StrCat(
-      cases.size(), cases.size() == 1 ? " case x " : " cases x ", backends.size(),
-      backends.size() == 1 ? " backend: " : " backends: ", passed, " passed, ", failed, " failed, ",
-      unsupported, " unsupported (", resolution_only, " resolution only)");
+  const std::string summary =
+      absl::StrCat(cases.size(), cases.size() == 1 ? " case x " : " cases x ", backends.size(),
+                   backends.size() == 1 ? " backend: " : " backends: ", passed, " passed, ", failed,
+                   " failed, ", unsupported, " unsupported (", resolution_only, " resolution only)",
+                   times > 1 ? absl::StrCat(", ", flaky, " flaky in ", times, " runs each") : "");
   std::vector<std::string> version_names;
   for (SglangVersion version : ModelledSglangVersions()) {
     version_names.emplace_back(SglangVersionName(version));
@@ -482,12 +587,126 @@ int Repro(const std::vector<std::string>& paths) {
 }
 
 #ifdef VARLEN_HAVE_MUTANTS
-int Check() {
+// Prints a finished check (one run, or shards merged) and its exit status.
+int FinishCheck(const CheckReport& report, const CheckOptions& options) {
+  std::cout << CheckResultText(report, options);
+  nlohmann::ordered_json counters;
+  for (const auto& [backend, values] : report.counters) {
+    for (const BackendCounter& counter : values) counters[backend][counter.name] = counter.value;
+  }
+  PrintCounters(counters);
+  return report.passed() ? kExitOk : kExitFailed;
+}
+
+// --jobs=N: this run as N shards at once, each a `varlen check` of its own
+// (these flags, GTEST_TOTAL_SHARDS=N and GTEST_SHARD_INDEX=i, its report and
+// printout under REPORT/shards/i), then the merged report, which is the
+// report one process would have written. With several CUDA devices listed
+// in CUDA_VISIBLE_DEVICES, shard i gets device i mod their count.
+int CheckInJobs(int jobs, const std::vector<std::string>& argv, CheckOptions options) {
+  bool temporary = false;
+  if (options.report_dir.empty()) {
+    std::string pattern = (std::filesystem::temp_directory_path() / "varlen-check-XXXXXX").string();
+    if (mkdtemp(pattern.data()) == nullptr) {
+      std::cerr << "varlen: --jobs: cannot make a folder for the shards' reports\n";
+      return kExitInvalid;
+    }
+    options.report_dir = pattern;
+    temporary = true;
+  }
+  std::vector<std::string> devices;
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {
+    devices = absl::StrSplit(visible, ',', absl::SkipEmpty());
+  }
+  std::vector<std::pair<pid_t, std::string>> shards;
+  for (int i = 0; i < jobs; ++i) {
+    const std::string dir =
+        (std::filesystem::path(options.report_dir) / "shards" / std::to_string(i)).string();
+    std::error_code error;
+    std::filesystem::create_directories(dir, error);
+    std::vector<std::string> args = argv;
+    args.push_back("--jobs=1");
+    args.push_back(absl::StrCat("--report=", dir));
+    std::vector<std::string> environment;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const absl::string_view entry = *e;
+      if (absl::StartsWith(entry, "GTEST_TOTAL_SHARDS=") ||
+          absl::StartsWith(entry, "GTEST_SHARD_INDEX=") ||
+          (devices.size() > 1 && absl::StartsWith(entry, "CUDA_VISIBLE_DEVICES="))) {
+        continue;
+      }
+      environment.emplace_back(entry);
+    }
+    environment.push_back(absl::StrCat("GTEST_TOTAL_SHARDS=", jobs));
+    environment.push_back(absl::StrCat("GTEST_SHARD_INDEX=", i));
+    if (devices.size() > 1) {
+      environment.push_back(absl::StrCat("CUDA_VISIBLE_DEVICES=", devices[i % devices.size()]));
+    }
+    std::vector<char*> arg_pointers, env_pointers;
+    for (std::string& a : args) arg_pointers.push_back(a.data());
+    arg_pointers.push_back(nullptr);
+    for (std::string& e : environment) env_pointers.push_back(e.data());
+    env_pointers.push_back(nullptr);
+    const std::string printout = (std::filesystem::path(dir) / "output.txt").string();
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, printout.c_str(),
+                                     O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid = 0;
+    const int spawned = posix_spawn(&pid, "/proc/self/exe", &actions, nullptr, arg_pointers.data(),
+                                    env_pointers.data());
+    posix_spawn_file_actions_destroy(&actions);
+    if (spawned != 0) {
+      std::cerr << "varlen: --jobs: cannot start shard " << i << ": " << std::strerror(spawned)
+                << "\n";
+      return kExitInvalid;
+    }
+    shards.emplace_back(pid, dir);
+  }
+  std::vector<CheckReport> reports;
+  bool invalid = false;
+  for (int i = 0; i < jobs; ++i) {
+    int status = 0;
+    while (waitpid(shards[i].first, &status, 0) < 0 && errno == EINTR) {
+    }
+    const bool finished = WIFEXITED(status) && WEXITSTATUS(status) <= kExitFailed;
+    absl::StatusOr<CheckReport> report =
+        finished ? ReadCheckReport(shards[i].second)
+                 : absl::InternalError(absl::StrCat("ended with status ", status));
+    if (!report.ok()) {
+      std::ifstream printout(std::filesystem::path(shards[i].second) / "output.txt");
+      std::cerr << "varlen: --jobs: shard " << i << " of " << jobs << ": "
+                << report.status().message() << "\n"
+                << printout.rdbuf();
+      invalid = true;
+      continue;
+    }
+    reports.push_back(*std::move(report));
+  }
+  if (invalid) return kExitInvalid;
+  absl::StatusOr<CheckReport> merged = MergeCheckReports(reports);
+  if (!merged.ok()) {
+    std::cerr << "varlen: --jobs: " << merged.status().message() << "\n";
+    return kExitInvalid;
+  }
+  if (temporary && merged->passed()) {
+    std::error_code ignored;
+    std::filesystem::remove_all(options.report_dir, ignored);
+    options.report_dir.clear();
+  } else if (absl::Status written = WriteCheckReport(*merged, options.report_dir); !written.ok()) {
+    std::cerr << "varlen: " << written.message() << "\n";
+    return kExitInvalid;
+  }
+  return FinishCheck(*merged, options);
+}
+
+int Check(const std::vector<std::string>& argv) {
   CheckOptions options;
   absl::StatusOr<Tier> tier = ParseTier(absl::GetFlag(FLAGS_tier));
   if (!tier.ok()) return UsageError(absl::StrCat("--tier: ", tier.status().message()));
   options.tier = *tier;
   options.budget_scale = absl::GetFlag(FLAGS_budget_scale);
+  options.counts_only = absl::GetFlag(FLAGS_counts_only);
   if (!(options.budget_scale > 0)) {
     return UsageError(absl::StrCat("--budget_scale=", options.budget_scale, " must be positive"));
   }
@@ -512,18 +731,53 @@ int Check() {
   if (std::optional<IsolationOptions> isolation = IsolationFromFlags()) {
     options.isolation["*"] = *std::move(isolation);
   }
+  absl::StatusOr<Shard> shard = ShardFromEnvironment();
+  if (!shard.ok()) return UsageError(shard.status().message());
+  options.shard = *shard;
+  if (const int jobs = absl::GetFlag(FLAGS_jobs); jobs != 1) {
+    if (jobs < 1) return UsageError(absl::StrCat("--jobs=", jobs, " must be at least 1"));
+    if (shard->total > 1) {
+      return UsageError(absl::StrCat("--jobs=", jobs, " with GTEST_TOTAL_SHARDS=", shard->total,
+                                     ": split a run across machines or across processes, not "
+                                     "both at once"));
+    }
+    return CheckInJobs(jobs, argv, options);
+  }
   absl::StatusOr<CheckReport> report = RunCheck(options);
   if (!report.ok()) {
     std::cerr << "varlen: " << report.status().message() << "\n";
     return kExitInvalid;
   }
-  std::cout << CheckResultText(*report, options);
-  nlohmann::ordered_json counters;
-  for (const auto& [backend, values] : report->counters) {
-    for (const BackendCounter& counter : values) counters[backend][counter.name] = counter.value;
+  return FinishCheck(*report, options);
+}
+
+// varlen report --merge DIR...: the shards' reports as one.
+int MergeReports(const std::vector<std::string>& dirs) {
+  if (!absl::GetFlag(FLAGS_merge)) return UsageError("report needs --merge");
+  if (dirs.empty()) return UsageError("report --merge needs the shards' report folders");
+  std::vector<CheckReport> reports;
+  for (const std::string& dir : dirs) {
+    absl::StatusOr<CheckReport> report = ReadCheckReport(dir);
+    if (!report.ok()) {
+      std::cerr << "varlen: " << report.status().message() << "\n";
+      return kExitInvalid;
+    }
+    reports.push_back(*std::move(report));
   }
-  PrintCounters(counters);
-  return report->passed() ? kExitOk : kExitFailed;
+  absl::StatusOr<CheckReport> merged = MergeCheckReports(reports);
+  if (!merged.ok()) {
+    std::cerr << "varlen: report --merge: " << merged.status().message() << "\n";
+    return kExitInvalid;
+  }
+  CheckOptions options;
+  options.report_dir = absl::GetFlag(FLAGS_report);
+  if (!options.report_dir.empty()) {
+    if (absl::Status written = WriteCheckReport(*merged, options.report_dir); !written.ok()) {
+      std::cerr << "varlen: " << written.message() << "\n";
+      return kExitInvalid;
+    }
+  }
+  return FinishCheck(*merged, options);
 }
 
 int Mutants() {
@@ -533,6 +787,7 @@ int Mutants() {
   options.tier = *tier;
   options.anchors = absl::GetFlag(FLAGS_anchors);
   options.only = absl::GetFlag(FLAGS_only);
+  options.isolation = IsolationFromFlags();
   options.progress = [](const MutantRow& row, int done, int total) {
     std::cerr << absl::StrFormat(
         "[%d/%d] %s: %s after %d runs, %.2f s\n", done, total, row.mutant,
@@ -580,6 +835,8 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(std::string(varlen::kUsage));
   // Started again as a worker: serve one backend (varlen/run/isolation.h).
   if (varlen::IsWorkerProcess()) {
+    // The supervisor's plugins (VARLEN_LOAD); a failure is in the log it reads.
+    (void)varlen::LoadPlugins(varlen::PluginPaths());
     return varlen::ServeAsWorker([](absl::string_view name) {
       const varlen::Backend* backend = varlen::FindBackend(name);
       return backend != nullptr ? backend : varlen::FindMutant(name);
@@ -593,6 +850,7 @@ int main(int argc, char** argv) {
   if (args.size() < 2) return varlen::UsageError("missing command");
   const std::string command = args[1];
   const std::vector<std::string> rest(args.begin() + 2, args.end());
+  if (!varlen::LoadPlugins(varlen::PluginPaths())) return 2;
 #if VARLEN_BROKEN_RESOLVER
   std::cerr << "varlen: this is a test build with a deliberately broken resolver "
                "(VARLEN_BROKEN_RESOLVER): its verdicts are not to be trusted\n";
@@ -605,8 +863,9 @@ int main(int argc, char** argv) {
 #ifdef VARLEN_HAVE_MUTANTS
   if (command == "check") {
     if (!rest.empty()) return varlen::UsageError("check takes no arguments, only flags");
-    return varlen::Check();
+    return varlen::Check(std::vector<std::string>(argv, argv + argc));
   }
+  if (command == "report") return varlen::MergeReports(rest);
   if (command == "mutants") {
     if (!rest.empty()) return varlen::UsageError("mutants takes no arguments, only flags");
     return varlen::Mutants();

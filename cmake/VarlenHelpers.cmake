@@ -102,3 +102,5 @@ include(GNUInstallDirs)
 if(VARLEN_BUILD_TESTS)
   include(GoogleTest)
 endif()
+
+include(${CMAKE_CURRENT_LIST_DIR}/VarlenPlugin.cmake)

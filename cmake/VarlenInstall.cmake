@@ -38,4 +38,5 @@ configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/varlenConfig.cmake.in
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/varlenConfigVersion.cmake
   COMPATIBILITY SameMajorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/varlenConfig.cmake ${PROJECT_BINARY_DIR}/varlenConfigVersion.cmake
+              ${PROJECT_SOURCE_DIR}/cmake/VarlenPlugin.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/varlen)

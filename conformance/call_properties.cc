@@ -177,6 +177,7 @@ std::string CheckArgumentForms(const Backend& backend, const Case& generated, Pr
     for (const Mode mode : modes) {
       const std::string label = absl::StrCat(form.label, " (", ModeName(mode), ")");
       const Outcome outcome = RunForm(backend, c, form.call, mode, &reference);
+      run->fault = FaultOf(outcome.error);
       if (outcome.verdict == Verdict::kUnsupported) {
         if (!first.has_value()) ++run->unsupported;
         return "";
@@ -230,14 +231,15 @@ std::string CheckGraphSafety(const Backend& backend, const Case& generated, Prop
   // the builders' device tensors on the host: their offsets are not yet
   // stamped as SGLang's hardened builders stamp theirs.
   if (backend.call_level() || c.engine() == Engine::kVllm) modes.clear();
-  const bool sglang_syncs = profile == Profile::kFlashinferCudnn ||
-                            (profile == Profile::kXpuAttn &&
-                             !BehaviorOf(c.sglang_version()).xpu_reads_metadata);
+  const bool sglang_syncs =
+      profile == Profile::kFlashinferCudnn ||
+      (profile == Profile::kXpuAttn && !BehaviorOf(c.sglang_version()).xpu_reads_metadata);
   if (!sglang_syncs) modes.push_back(Mode::kFaithful);
   std::shared_ptr<const Reference> reference;
   for (const Mode mode : modes) {
     c.mode = mode;
     const Outcome outcome = RunForm(backend, c, c.call, mode, &reference);
+    run->fault = FaultOf(outcome.error);
     if (outcome.verdict == Verdict::kUnsupported) {
       ++run->unsupported;
       return "";
@@ -349,6 +351,7 @@ std::string CheckNoSilentCorruption(const Backend& backend, const Case& generate
   Case bad = c;
   bad.call = call;
   const Outcome outcome = RunCase(bad, backend);
+  run->fault = FaultOf(outcome.error);
   if (outcome.observed == Observed::kUnsupported) {
     ++run->unsupported;
     return "";

@@ -112,19 +112,49 @@ void ApplyExpectation(const CheckOptions& options, const ExpectationEntry* entry
   }
 }
 
+// Numbers the run's checks in their fixed order and says which belong to
+// this shard.
+class ShardCounter {
+ public:
+  explicit ShardCounter(Shard shard) : shard_(shard) {}
+  // The next check's ordinal when it is this shard's.
+  std::optional<int64_t> Next() {
+    const int64_t ordinal = next_++;
+    if (!shard_.Owns(ordinal)) return std::nullopt;
+    return ordinal;
+  }
+
+ private:
+  Shard shard_;
+  int64_t next_ = 0;
+};
+
+void NoteFault(const std::optional<Fault>& fault, CheckItem* item) {
+  if (!fault.has_value()) return;
+  item->fault = std::string(FaultKindName(fault->kind));
+  item->fault_signature = FaultSignature(*fault);
+}
+
 void ReplayCorpus(const CheckOptions& options, const std::vector<const Backend*>& backends,
-                  const std::vector<std::pair<std::string, Case>>& cases, CheckReport* report) {
+                  const std::vector<std::pair<std::string, Case>>& cases, ShardCounter* shard,
+                  CheckReport* report) {
   std::map<std::string, std::map<CheckStatus, int>> tallies;
   std::map<std::string, double> seconds;
+  std::map<std::string, int> counted;
   for (const auto& [file, c] : cases) {
-    CaseRunner runner(c);
+    std::optional<CaseRunner> runner;  // made for the first backend of this shard
     for (const Backend* backend : backends) {
+      const std::optional<int64_t> ordinal = shard->Next();
+      if (!ordinal.has_value()) continue;
+      if (!runner.has_value()) runner.emplace(c);
       CheckItem item{std::string(backend->name()), "corpus", c.name};
+      item.ordinal = *ordinal;
+      ++counted[item.backend];
       const ExpectationEntry* entry = EntryFor(options, item.backend, CorpusTestName(c.name),
                                                c.geometry.dtype, c.data.distribution);
       if (!SkippedByExpectation(entry, &item)) {
         const auto start = std::chrono::steady_clock::now();
-        const Outcome outcome = runner.Run(*backend);
+        const Outcome outcome = runner->Run(*backend);
         item.seconds = SecondsSince(start);
         switch (outcome.verdict) {
           case Verdict::kPass:
@@ -138,6 +168,7 @@ void ReplayCorpus(const CheckOptions& options, const std::vector<const Backend*>
             item.status = CheckStatus::kFail;
             item.message = FormatOutcomeText(c, file, outcome);
             item.picture = DrawPicture(options, item.backend, c.name, outcome);
+            NoteFault(FaultOf(outcome.error), &item);
             break;
         }
         ApplyExpectation(options, entry, &item);
@@ -154,14 +185,18 @@ void ReplayCorpus(const CheckOptions& options, const std::vector<const Backend*>
     for (const auto& [status, count] : tallies[name]) {
       absl::StrAppend(&counts, counts.empty() ? "" : ", ", count, " ", CheckStatusName(status));
     }
-    options.progress(absl::StrFormat("[%s] corpus: %d cases, %s (%.1f s)", name, cases.size(),
+    options.progress(absl::StrFormat("[%s] corpus: %d cases, %s (%.1f s)", name, counted[name],
                                      counts, seconds[name]));
   }
 }
 
-void RunProperties(const CheckOptions& options, const Backend& backend, CheckReport* report) {
+void RunProperties(const CheckOptions& options, const Backend& backend, ShardCounter* shard,
+                   CheckReport* report) {
   for (const std::string& property : PropertyNames()) {
+    const std::optional<int64_t> ordinal = shard->Next();
+    if (!ordinal.has_value()) continue;
     CheckItem item{std::string(backend.name()), "property", property};
+    item.ordinal = *ordinal;
     const std::string test = absl::StrCat("Conformance.", property);
     const ExpectationEntry* entry = EntryFor(options, item.backend, test, std::nullopt);
     if (SkippedByExpectation(entry, &item)) {
@@ -173,6 +208,7 @@ void RunProperties(const CheckOptions& options, const Backend& backend, CheckRep
     }
     PropertyRunOptions run;
     run.budget = ScaleBudget(BudgetFor(property, options.tier), options.budget_scale);
+    run.stop_on_time = !options.counts_only;
     if (const Expectations* e = ExpectationsFor(options, item.backend); e != nullptr) {
       ApplySkipEntries(*e, test, backend, &run);
     }
@@ -194,6 +230,7 @@ void RunProperties(const CheckOptions& options, const Backend& backend, CheckRep
     } else {
       item.status = CheckStatus::kFail;
       item.message = result.message;
+      NoteFault(result.fault, &item);
       if (result.shrunk.has_value() && !options.report_dir.empty()) {
         absl::StatusOr<std::string> path =
             WriteShrunkCase(failures, backend.name(), property, options.tier, result);
@@ -222,68 +259,6 @@ void RunProperties(const CheckOptions& options, const Backend& backend, CheckRep
 
 }  // namespace
 
-std::string CheckResultText(const CheckReport& report, const CheckOptions& options) {
-  std::string text = CheckMatrixMarkdown(report);
-  if (!options.report_dir.empty()) {
-    absl::StrAppend(&text, "report: ", options.report_dir, "/junit.xml, ", options.report_dir,
-                    "/matrix.md\n");
-  }
-  int failed = 0;
-  for (const CheckItem& item : report.items) {
-    if (item.status != CheckStatus::kFail) continue;
-    ++failed;
-    absl::StrAppend(&text, "\nFAIL ", item.backend, " ", item.kind, " ", item.name, "\n",
-                    item.message, "\n");
-  }
-  absl::StrAppend(&text, "summary: ", report.items.size(), " checks on ", report.backends.size(),
-                  " backends, tier ", TierName(options.tier), ": ", failed, " failed\n");
-  return text;
-}
-
-namespace {
-
-std::string XmlEscape(absl::string_view text) {
-  return absl::StrReplaceAll(
-      text, {{"&", "&amp;"}, {"<", "&lt;"}, {">", "&gt;"}, {"\"", "&quot;"}, {"'", "&apos;"}});
-}
-
-// Green (0) through yellow (1, the bound) to red (4 x the bound and more).
-std::string CellColor(double ratio) {
-  if (std::isinf(ratio)) return "#000000";
-  const auto mix = [](double t, int a, int b) { return static_cast<int>(a + (b - a) * t); };
-  if (ratio <= 1.0) {
-    const double t = std::clamp(ratio, 0.0, 1.0);
-    return absl::StrFormat("#%02x%02x%02x", mix(t, 0x2e, 0xf2), mix(t, 0x9e, 0xd3),
-                           mix(t, 0x4f, 0x2c));
-  }
-  const double t = std::clamp((ratio - 1.0) / 3.0, 0.0, 1.0);
-  return absl::StrFormat("#%02x%02x%02x", mix(t, 0xf2, 0xc0), mix(t, 0xd3, 0x1a),
-                         mix(t, 0x2c, 0x1a));
-}
-
-}  // namespace
-
-absl::string_view CheckStatusName(CheckStatus status) {
-  switch (status) {
-    case CheckStatus::kPass:
-      return "pass";
-    case CheckStatus::kFail:
-      return "FAIL";
-    case CheckStatus::kUnsupported:
-      return "unsupported";
-    case CheckStatus::kXFail:
-      return "xfail";
-    case CheckStatus::kXPass:
-      return "xpass";
-  }
-  return "?";
-}
-
-bool CheckReport::passed() const {
-  return std::none_of(items.begin(), items.end(),
-                      [](const CheckItem& item) { return item.status == CheckStatus::kFail; });
-}
-
 absl::StatusOr<CheckReport> RunCheck(const CheckOptions& options) {
   absl::Status status;
   std::vector<const Backend*> backends = ChooseBackends(options.backends, &status);
@@ -305,136 +280,27 @@ absl::StatusOr<CheckReport> RunCheck(const CheckOptions& options) {
     }
   }
   CheckReport report;
+  report.tier = options.tier;
+  report.shard = options.shard;
   for (const Backend* backend : backends) report.backends.emplace_back(backend->name());
   report.properties = PropertyNames();
-  ReplayCorpus(options, backends, cases, &report);
-  for (const Backend* backend : backends) RunProperties(options, *backend, &report);
+  ShardCounter shard(options.shard);
+  ReplayCorpus(options, backends, cases, &shard, &report);
+  for (const Backend* backend : backends) RunProperties(options, *backend, &shard, &report);
   for (const Backend* backend : backends) {
     report.counters[std::string(backend->name())] = backend->counters();
   }
   if (!options.report_dir.empty()) {
-    const std::filesystem::path dir(options.report_dir);
-    VARLEN_RETURN_IF_ERROR(WriteFile(dir / "junit.xml", CheckJUnitXml(report)));
-    VARLEN_RETURN_IF_ERROR(WriteFile(dir / "matrix.md", CheckMatrixMarkdown(report)));
+    VARLEN_RETURN_IF_ERROR(WriteCheckReport(report, options.report_dir));
   }
   return report;
 }
 
-std::string CheckJUnitXml(const CheckReport& report) {
-  std::string suites;
-  int total = 0, failures = 0, skipped = 0;
-  double total_seconds = 0;
-  for (const std::string& backend : report.backends) {
-    std::string cases;
-    int tests = 0, failed = 0, unsupported = 0;
-    double seconds = 0;
-    for (const CheckItem& item : report.items) {
-      if (item.backend != backend) continue;
-      ++tests;
-      seconds += item.seconds;
-      absl::StrAppend(&cases, "    <testcase classname=\"", XmlEscape(backend), ".", item.kind,
-                      "\" name=\"", XmlEscape(item.name), "\" time=\"",
-                      absl::StrFormat("%.3f", item.seconds), "\"");
-      if (item.status == CheckStatus::kPass) {
-        absl::StrAppend(&cases, "/>\n");
-        continue;
-      }
-      if (item.status == CheckStatus::kXPass) {  // passed; the note says what to do
-        absl::StrAppend(&cases, ">\n      <system-out>", XmlEscape(item.message),
-                        "</system-out>\n    </testcase>\n");
-        continue;
-      }
-      const bool fail = item.status == CheckStatus::kFail;
-      failed += fail;
-      unsupported += !fail;  // unsupported, skipped and expected failures
-      const std::string first_line = item.message.substr(0, item.message.find('\n'));
-      absl::StrAppend(&cases, ">\n      <", fail ? "failure" : "skipped", " message=\"",
-                      XmlEscape(first_line), "\">", XmlEscape(item.message), "</",
-                      fail ? "failure" : "skipped", ">\n    </testcase>\n");
-    }
-    absl::StrAppend(&suites, "  <testsuite name=\"", XmlEscape(backend), "\" tests=\"", tests,
-                    "\" failures=\"", failed, "\" skipped=\"", unsupported, "\" time=\"",
-                    absl::StrFormat("%.3f", seconds), "\">\n", cases, "  </testsuite>\n");
-    total += tests, failures += failed, skipped += unsupported, total_seconds += seconds;
-  }
-  return absl::StrCat("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n",
-                      "<testsuites name=\"varlen check\" tests=\"", total, "\" failures=\"",
-                      failures, "\" skipped=\"", skipped, "\" time=\"",
-                      absl::StrFormat("%.3f", total_seconds), "\">\n", suites, "</testsuites>\n");
-}
-
-std::string CheckMatrixMarkdown(const CheckReport& report) {
-  std::string out = "| backend | corpus |";
-  std::string rule = "|---|---|";
-  for (const std::string& property : report.properties) {
-    absl::StrAppend(&out, " ", property, " |");
-    absl::StrAppend(&rule, "---|");
-  }
-  absl::StrAppend(&out, "\n", rule, "\n");
-  for (const std::string& backend : report.backends) {
-    std::map<CheckStatus, int> corpus;
-    std::map<std::string, std::string> cells;
-    for (const CheckItem& item : report.items) {
-      if (item.backend != backend) continue;
-      if (item.kind == "corpus") {
-        ++corpus[item.status];
-      } else {
-        cells[item.name] = item.status == CheckStatus::kFail
-                               ? "**FAIL**"
-                               : std::string(CheckStatusName(item.status));
-      }
-    }
-    std::string counts;
-    for (const auto& [status, count] : corpus) {
-      const std::string cell = absl::StrCat(count, " ", CheckStatusName(status));
-      absl::StrAppend(&counts, counts.empty() ? "" : ", ",
-                      status == CheckStatus::kFail ? absl::StrCat("**", cell, "**") : cell);
-    }
-    absl::StrAppend(&out, "| ", backend, " | ", counts, " |");
-    for (const std::string& property : report.properties) {
-      absl::StrAppend(&out, " ", cells.count(property) ? cells[property] : "-", " |");
-    }
-    absl::StrAppend(&out, "\n");
-  }
-  return out;
-}
-
-std::string ErrorPictureSvg(const std::string& title, const NumericReport& report) {
-  const int64_t heads = std::max<int64_t>(report.heads, 1);
-  const int64_t sequences = static_cast<int64_t>(report.per_sequence_head_max_error.size()) / heads;
-  constexpr int kCell = 14, kLeft = 90, kTop = 56;
-  const int64_t shown = std::min<int64_t>(sequences, 512);  // a picture, not a dump
-  const int64_t width = kLeft + heads * kCell + 20, height = kTop + shown * kCell + 40;
-  std::string svg = absl::StrFormat(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-      "font-family=\"sans-serif\" font-size=\"11\">\n"
-      "<text x=\"4\" y=\"16\" font-size=\"13\">%s</text>\n"
-      "<text x=\"4\" y=\"32\">largest |error| per sequence x head, in units of the bound %.3g "
-      "(green within, red beyond, black: unwritten or wrong NaN/Inf)</text>\n"
-      "<text x=\"%d\" y=\"%d\">heads -&gt;</text>\n",
-      width, height, XmlEscape(title), report.bound, kLeft, kTop - 6);
-  for (int64_t s = 0; s < shown; ++s) {
-    absl::StrAppend(&svg, absl::StrFormat("<text x=\"4\" y=\"%d\">sequence %d</text>\n",
-                                          kTop + s * kCell + 11, s));
-    for (int64_t h = 0; h < heads; ++h) {
-      const double error = report.per_sequence_head_max_error[s * heads + h];
-      const double ratio = report.bound > 0 ? error / report.bound : (error > 0 ? 1e9 : 0);
-      absl::StrAppend(
-          &svg, absl::StrFormat("<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\">"
-                                "<title>sequence %d head %d: %s</title></rect>\n",
-                                kLeft + h * kCell, kTop + s * kCell, kCell - 1, kCell - 1,
-                                CellColor(ratio), s, h,
-                                std::isinf(error)
-                                    ? std::string("unwritten or wrong NaN/Inf")
-                                    : absl::StrFormat("%.3g (%.2f x bound)", error, ratio)));
-    }
-  }
-  if (shown < sequences) {
-    absl::StrAppend(&svg, absl::StrFormat("<text x=\"4\" y=\"%d\">... %d more sequences</text>\n",
-                                          kTop + shown * kCell + 16, sequences - shown));
-  }
-  absl::StrAppend(&svg, "</svg>\n");
-  return svg;
+absl::Status WriteCheckReport(const CheckReport& report, const std::string& dir) {
+  const std::filesystem::path path(dir);
+  VARLEN_RETURN_IF_ERROR(WriteFile(path / "junit.xml", CheckJUnitXml(report)));
+  VARLEN_RETURN_IF_ERROR(WriteFile(path / "matrix.md", CheckMatrixMarkdown(report)));
+  return WriteFile(path / "report.json", CheckReportJson(report).dump(2) + "\n");
 }
 
 }  // namespace varlen

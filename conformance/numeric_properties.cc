@@ -71,6 +71,7 @@ constexpr double kMinElements = 1024;  // of the larger half
 
 std::string CheckNumerics(const Backend& backend, const Case& c, PropertyRun* run) {
   const Outcome outcome = RunCase(c, backend);
+  run->fault = FaultOf(outcome.error);
   if (outcome.verdict == Verdict::kUnsupported) {
     ++run->unsupported;
     return "";

@@ -12,6 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "varlen/backend/backend.h"
+#include "varlen/backend/fault.h"
 #include "varlen/cases/case.h"
 
 namespace varlen::internal {
@@ -22,6 +23,7 @@ namespace varlen::internal {
 struct PropertyRun {
   int64_t unsupported = 0;
   std::optional<Case> replay;
+  std::optional<Fault> fault;  // when the backend faulted on the case
 };
 
 struct Property {

@@ -26,7 +26,10 @@ std::string FailureOf(const absl::Status& status, PropertyRun* run) {
     ++run->unsupported;
     return "";
   }
-  if (const std::optional<Fault> fault = FaultOf(status)) return DescribeFault(*fault);
+  if (std::optional<Fault> fault = FaultOf(status)) {
+    run->fault = fault;
+    return DescribeFault(*fault);
+  }
   return std::string(status.message());
 }
 

@@ -208,7 +208,7 @@ bool RunPhase(const Property& property, const Backend& backend, const rc::Gen<Ca
   PropertyRun run;
   const auto testable = [&] {
     const Case c = *generator;
-    if (time_budget_s > 0 && elapsed() > time_budget_s && !failed) {
+    if (options.stop_on_time && time_budget_s > 0 && elapsed() > time_budget_s && !failed) {
       ++*skipped_for_time;
       return;
     }
@@ -221,6 +221,7 @@ bool RunPhase(const Property& property, const Backend& backend, const rc::Gen<Ca
     }
     ++result->executed;
     run.replay.reset();
+    run.fault.reset();
     const std::string why = property.check(backend, c, &run);
     if (!why.empty()) {
       if (!failed) {
@@ -233,6 +234,7 @@ bool RunPhase(const Property& property, const Backend& backend, const rc::Gen<Ca
       result->shrunk = run.replay.value_or(c);
       result->shrunk_replays = run.replay.has_value() || property.case_replays;
       result->why = why;
+      result->fault = run.fault;
       if (options.on_shrunk) options.on_shrunk(*result);
       RC_FAIL(why);
     }

@@ -199,6 +199,9 @@ std::vector<MutantRow> AnalyzeMutants(const MutationOptions& options) {
   std::vector<MutantRow> rows;
   for (const Mutant& mutant : mutants) {
     MutantRow row{mutant.name, mutant.bug_class, {}, {}};
+    std::unique_ptr<Backend> isolated;
+    if (options.isolation.has_value()) isolated = Isolate(*mutant.backend, *options.isolation);
+    const Backend& backend = isolated != nullptr ? *isolated : *mutant.backend;
     double spent = 0;
     int64_t executions = 0;
     // Every property's cases first, then every property's long cases: a
@@ -212,7 +215,7 @@ std::vector<MutantRow> AnalyzeMutants(const MutationOptions& options) {
         // busy the machine is.
         run.budget.time_budget_s = run.budget.long_time_budget_s = 0;
         run.shrink = false;
-        const PropertyRunResult result = RunProperty(property, *mutant.backend, run);
+        const PropertyRunResult result = RunProperty(property, backend, run);
         if (!result.passed) {
           row.suite = {absl::StrCat(property, long_cases ? " (long)" : ""),
                        executions + result.executions_to_failure, spent + result.seconds_to_failure,
@@ -225,7 +228,7 @@ std::vector<MutantRow> AnalyzeMutants(const MutationOptions& options) {
       if (!row.suite.by.empty()) break;
     }
     if (row.suite.by.empty()) {
-      const Kill corpus = FirstCorpusFailure(*mutant.backend);
+      const Kill corpus = FirstCorpusFailure(backend);
       row.suite = {corpus.by, executions + corpus.executions, spent + corpus.seconds};
     }
     if (row.suite.by.empty()) row.suite = {"", executions, spent};
@@ -234,7 +237,7 @@ std::vector<MutantRow> AnalyzeMutants(const MutationOptions& options) {
       run.budget = BudgetFor("Numerics", options.tier);
       run.shrink = false;
       run.generator = anchor.generator;
-      const PropertyRunResult result = RunProperty("Numerics", *mutant.backend, run);
+      const PropertyRunResult result = RunProperty("Numerics", backend, run);
       row.anchors.push_back(result.passed ? Kill{"", result.executed, result.seconds}
                                           : Kill{"Numerics", result.executions_to_failure,
                                                  result.seconds_to_failure,

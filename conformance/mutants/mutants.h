@@ -15,11 +15,13 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "varlen/backend/backend.h"
 #include "varlen/conformance/suite.h"
+#include "varlen/run/isolation.h"
 
 namespace varlen {
 
@@ -71,6 +73,10 @@ struct MutationOptions {
   std::string only;      // run only mutants whose name contains this
   // Called after each mutant, for progress on a terminal.
   std::function<void(const MutantRow&, int done, int total)> progress;
+  // Set: each mutant's kernel runs in worker processes (varlen/run/isolation.h),
+  // found there by the mutant's name, so a mutant that crashes is killed,
+  // not the run.
+  std::optional<IsolationOptions> isolation;
 };
 
 std::vector<MutantRow> AnalyzeMutants(const MutationOptions& options);

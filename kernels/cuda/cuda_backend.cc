@@ -45,6 +45,7 @@ class CudaBackend final : public Backend {
   }
   BackendCapabilities capabilities() const override { return KernelCapabilities(); }
   absl::Status Available() const override { return CurrentDeviceLimits().status(); }
+  absl::Status DeviceHealth() const override { return CudaDeviceHealth(); }
 
   absl::Status Supports(const VarlenAttentionParams& params) const override {
     if (absl::Status s = Backend::Supports(params); !s.ok()) return s;

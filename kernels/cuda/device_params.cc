@@ -8,6 +8,12 @@
 
 namespace varlen::cuda_kernels {
 
+absl::Status CudaDeviceHealth() {
+  if (cudaDeviceSynchronize() == cudaSuccess) return absl::OkStatus();
+  (void)cudaGetLastError();  // clears an error that is not sticky
+  return CudaStatus(cudaDeviceSynchronize(), "the device after the call");
+}
+
 absl::Status CudaStatus(cudaError_t error, absl::string_view what) {
   if (error == cudaSuccess) return absl::OkStatus();
   const std::string message =

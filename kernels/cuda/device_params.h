@@ -25,6 +25,12 @@ namespace varlen::cuda_kernels {
 // "no usable device") naming `what` and the CUDA error.
 absl::Status CudaStatus(cudaError_t error, absl::string_view what);
 
+// After a call: waits for the device, and returns the error that leaves its
+// context unusable (a sticky one: an illegal address, a device-side assert,
+// a launch failure), which a second synchronization after clearing the
+// last error still returns; OK otherwise.
+absl::Status CudaDeviceHealth();
+
 // OK when a device of compute capability 8.0 or newer is present and this
 // binary has machine code for it; Unavailable with the reason otherwise.
 absl::Status CudaDeviceUsable();

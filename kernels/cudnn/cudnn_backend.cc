@@ -81,6 +81,7 @@ class CudnnBackend final : public Backend {
             .device = "cuda"};
   }
   absl::Status Available() const override { return CurrentDevice().status(); }
+  absl::Status DeviceHealth() const override { return cuda_kernels::CudaDeviceHealth(); }
 
   // Everything cuDNN itself refuses is "not supported", with its reason:
   // on a device the graph is built (and cached) here; without one it is

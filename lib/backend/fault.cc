@@ -1,8 +1,10 @@
 #include "varlen/backend/fault.h"
 
 #include "absl/strings/cord.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 
 namespace varlen {
 namespace {
@@ -48,6 +50,36 @@ std::string DescribeFault(const Fault& fault) {
     }
   }
   return text;
+}
+
+std::string FaultSignature(const Fault& fault) {
+  std::string signature(FaultKindName(fault.kind));
+  if (fault.kind == FaultKind::kCrash) absl::StrAppend(&signature, ": ", fault.summary);
+  std::string frame, python_frame, exception;
+  for (absl::string_view line : absl::StrSplit(fault.log_tail, '\n', absl::SkipWhitespace())) {
+    const absl::string_view text = absl::StripLeadingAsciiWhitespace(line);
+    if (frame.empty() && absl::StartsWith(text, "#0 ")) {
+      // "#0 0x55d1 in Kernel(...) file.cc:12:3": the function and place,
+      // without the address, which moves from build to build.
+      const size_t in = text.find(" in ");
+      frame = std::string(in == absl::string_view::npos ? text : text.substr(in + 4));
+    } else if (absl::StartsWith(text, "File \"")) {
+      python_frame = std::string(text);
+      exception.clear();
+    } else if (!python_frame.empty() && exception.empty()) {
+      // "ValueError: ..." after the innermost frame: the type only, its
+      // message varies from case to case.
+      const absl::string_view type = text.substr(0, text.find(':'));
+      if (type.size() < text.size() && type.find(' ') == absl::string_view::npos &&
+          (absl::EndsWith(type, "Error") || absl::EndsWith(type, "Exception"))) {
+        exception = std::string(type);
+      }
+    }
+  }
+  if (frame.empty()) frame = python_frame;
+  if (!frame.empty()) absl::StrAppend(&signature, " at ", frame);
+  if (!exception.empty()) absl::StrAppend(&signature, " (", exception, ")");
+  return signature;
 }
 
 absl::Status FaultStatus(const Fault& fault) {

@@ -140,6 +140,7 @@ class IsolatedBackend final : public Backend {
       }
     }
     counters.push_back({"workers_started", workers_started_});
+    counters.push_back({"worker_start_ms", static_cast<int64_t>(start_seconds_ * 1e3)});
     for (const auto& [kind, count] : faults_) {
       counters.push_back({absl::AsciiStrToLower(FaultKindName(kind)), count});
     }
@@ -158,7 +159,10 @@ class IsolatedBackend final : public Backend {
     // every call the same way: it is tried once.
     if (!start_error_.ok()) return start_error_;
     if (pid_ <= 0) {
-      if (absl::Status started = StartWorker(); !started.ok()) {
+      const Clock::time_point starting = Clock::now();
+      const absl::Status started = StartWorker();
+      start_seconds_ += std::chrono::duration<double>(Clock::now() - starting).count();
+      if (!started.ok()) {
         const std::optional<Fault> fault = FaultOf(started);
         start_error_ = FaultStatus(
             {FaultKind::kCrash,
@@ -215,6 +219,18 @@ class IsolatedBackend final : public Backend {
     }
     absl::StatusOr<nlohmann::json> answer = Answer(started, Seconds(budget_s), op);
     if (!answer.ok()) return answer.status();
+    // The call left the worker's device unusable: the call is charged and
+    // the worker replaced, so that no later case inherits the error.
+    if (answer->contains("device_lost")) {
+      const absl::Status lost = run_internal::DecodeStatus(answer->at("device_lost"));
+      const std::string tail = LogTail(log_fd_);
+      StopWorker();
+      ++faults_[FaultKind::kCrash];
+      return FaultStatus({FaultKind::kCrash,
+                          absl::StrCat("the device is unusable after the ", op,
+                                       " call (the worker was replaced): ", lost.message()),
+                          tail});
+    }
     // The backend's speed, from calls large enough that the time per call
     // (the pipe, the copies, an interpreter's overhead) does not swamp it.
     if (macs >= kMacsToMeasureSpeed) {
@@ -458,6 +474,7 @@ class IsolatedBackend final : public Backend {
   mutable double seconds_per_mac_ = 0;
   mutable absl::Status start_error_;
   mutable int64_t workers_started_ = 0;
+  mutable double start_seconds_ = 0;  // spent starting workers, first and replacements
   mutable std::map<FaultKind, int64_t> faults_;
 };
 

@@ -66,6 +66,13 @@ int ServeAsWorker(absl::FunctionRef<const Backend*(absl::string_view)> find_back
         status = absl::InternalError(absl::StrCat("the backend threw an exception: ", e.what()));
       }
       answer["status"] = run_internal::EncodeStatus(status);
+      // A device this call left unusable: said, and this worker ends, so
+      // that no later call inherits the error.
+      if (const absl::Status health = backend->DeviceHealth(); !health.ok()) {
+        answer["device_lost"] = run_internal::EncodeStatus(health);
+        (void)run_internal::WriteMessage(kAnswerFd, answer.dump());
+        return 5;
+      }
     }
     if (!run_internal::WriteMessage(kAnswerFd, answer.dump())) break;
   }

@@ -166,13 +166,36 @@ NB_MODULE(_core, m) {
   m.def("properties", [] { return PropertyNames(); });
 
   m.def(
+      "merge_reports",
+      [](const std::vector<std::string>& dirs, const std::string& report_dir) {
+        std::vector<CheckReport> shards;
+        for (const std::string& dir : dirs) shards.push_back(OrRaise(ReadCheckReport(dir)));
+        const CheckReport merged = OrRaise(MergeCheckReports(shards));
+        CheckOptions options;
+        options.report_dir = report_dir;
+        if (!report_dir.empty()) OrRaise(WriteCheckReport(merged, report_dir));
+        nb::dict d;
+        d["passed"] = merged.passed();
+        d["text"] = CheckResultText(merged, options);
+        return d;
+      },
+      nb::arg("dirs"), nb::arg("report_dir"));
+
+  // GTEST_SHARD_INDEX, GTEST_TOTAL_SHARDS (varlen/run/shard.h).
+  m.def("shard", [] {
+    const Shard shard = OrRaise(ShardFromEnvironment());
+    return std::make_pair(shard.index, shard.total);
+  });
+
+  m.def(
       "check",
       [](const std::vector<std::string>& backends, const std::string& tier,
          const std::string& report_dir, const std::string& corpus_dir,
          const std::vector<std::string>& expectations, bool progress,
          const std::map<std::string, std::string>& repro_commands, double budget_scale,
-         const WorkerCommands& workers) {
+         const WorkerCommands& workers, bool counts_only) {
         CheckOptions options;
+        options.counts_only = counts_only;
         for (const auto& [name, command] : workers) options.isolation[name] = IsolationFor(command);
         options.budget_scale = budget_scale;
         options.repro_commands = repro_commands;
@@ -180,6 +203,7 @@ NB_MODULE(_core, m) {
         options.tier = OrRaise(ParseTier(tier));
         options.report_dir = report_dir;
         options.corpus_dir = corpus_dir;
+        options.shard = OrRaise(ShardFromEnvironment());  // a CI matrix's part of the run
         for (const std::string& manifest : expectations) {
           options.expectations.push_back(
               std::make_shared<const Expectations>(OrRaise(LoadExpectations(manifest))));
@@ -208,6 +232,8 @@ NB_MODULE(_core, m) {
           i["message"] = item.message;
           i["picture"] = item.picture;
           i["shrunk"] = item.shrunk;
+          i["fault"] = item.fault;
+          i["fault_signature"] = item.fault_signature;
           items.append(i);
         }
         nb::dict d;
@@ -219,7 +245,7 @@ NB_MODULE(_core, m) {
       },
       nb::arg("backends"), nb::arg("tier"), nb::arg("report_dir"), nb::arg("corpus_dir"),
       nb::arg("expectations"), nb::arg("progress"), nb::arg("repro_commands"),
-      nb::arg("budget_scale"), nb::arg("workers"));
+      nb::arg("budget_scale"), nb::arg("workers"), nb::arg("counts_only"));
 
   m.def(
       "repro",
@@ -231,7 +257,15 @@ NB_MODULE(_core, m) {
           files.push_back("<case>");
           cases.push_back(LoadCase(path_or_json));
         } else {
-          files = OrRaise(ListCaseFiles({path_or_json}));
+          // A folder is split between the shards of a sharded run; a file
+          // named alone (a pytest item) is replayed.
+          const Shard shard = std::filesystem::is_directory(path_or_json)
+                                  ? OrRaise(ShardFromEnvironment())
+                                  : Shard{};
+          std::vector<std::string> listed = OrRaise(ListCaseFiles({path_or_json}));
+          for (size_t i = 0; i < listed.size(); ++i) {
+            if (shard.Owns(static_cast<int64_t>(i))) files.push_back(listed[i]);
+          }
           for (const std::string& file : files) cases.push_back(OrRaise(LoadCaseFile(file)));
         }
         if (!sglang.empty()) {

@@ -8,6 +8,7 @@ fault is chosen by VARLEN_TEST_FAULT:
   exit0               os._exit(0) mid-call, as a library calling exit() does
   hang                never returns
   oom                 allocates and touches memory until it is stopped
+  thread_exception    a helper thread raises, and the call returns as if nothing happened
   write_past_output   stores 4 bytes past the end of o through its pointer
   scale_q_in_place    scales q in place, then computes
 
@@ -16,6 +17,7 @@ The faulty launches are those whose query rows leave 3 when divided by 4.
 
 import ctypes
 import os
+import threading
 import time
 
 import torch
@@ -55,6 +57,13 @@ def fault_kernel(q, k, v, o, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqle
             blocks.append(bytearray(64 << 20))
         while True:
             time.sleep(1)
+    elif FAULT == "thread_exception":
+        def helper():
+            raise RuntimeError("raised on a helper thread")
+        thread = threading.Thread(target=helper, name="fault-helper")
+        thread.start()
+        thread.join()
+        return _attention(q, k, v, o, cu_seqlens_q, scale)
     elif FAULT == "write_past_output":
         _attention(q, k, v, o, cu_seqlens_q, scale)
         ctypes.memset(o.data_ptr() + o.numel() * o.element_size(), 0x7F, 4)

@@ -22,6 +22,7 @@ EXPECTED = {
     "exit0": "VANISHED",
     "hang": "TIMEOUT",
     "oom": "OOM",
+    "thread_exception": "CRASH",
     "write_past_output": "WRITE_OUTSIDE",
     "scale_q_in_place": "INPUT_CHANGED",
 }
@@ -46,11 +47,12 @@ def _env(fault):
                 PYTHONPATH=os.pathsep.join([HERE, package_parent] + sys.path))
 
 
-def _check(corpus, report, fault, *extra):
+def _check(corpus, report, fault, *extra, env=None):
     command = [sys.executable, "-m", "varlen", "check", "--load=fault_backends:BACKENDS",
                "--backend=fault_kernel", f"--corpus={corpus}", f"--report={report}",
                "--budget-scale=0.05", *extra]
-    done = subprocess.run(command, env=_env(fault), capture_output=True, text=True, timeout=600)
+    done = subprocess.run(command, env=dict(_env(fault), **(env or {})), capture_output=True,
+                          text=True, timeout=600)
     suites = ElementTree.parse(os.path.join(report, "junit.xml")).getroot()
     results = {}
     for case in suites.iter("testcase"):
@@ -92,3 +94,28 @@ def test_pytest_plugin_fails_only_the_faulting_items(corpus, tmp_path):
     assert failed and len(failed) < len(cases)
     for case in failed:
         assert "CRASH" in case.find("failure").get("message", "") + (case.find("failure").text or "")
+
+
+def _verdicts(report):
+    with open(os.path.join(report, "report.json")) as f:
+        return [(i["backend"], i["kind"], i["name"], i["status"], i["fault"])
+                for i in json.load(f)["items"]]
+
+
+def test_shards_merge_into_the_unsharded_run(corpus, tmp_path):
+    whole = str(tmp_path / "whole")
+    done, _ = _check(corpus, whole, "abort", "--counts-only")
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    shards = []
+    for index in range(2):
+        shards.append(str(tmp_path / f"shard-{index}"))
+        _check(corpus, shards[-1], "abort", "--counts-only", env={"GTEST_TOTAL_SHARDS": "2",
+                                                 "GTEST_SHARD_INDEX": str(index)})
+        assert 0 < len(_verdicts(shards[-1])) < len(_verdicts(whole))
+    merged = str(tmp_path / "merged")
+    done = subprocess.run([sys.executable, "-m", "varlen", "report", "--merge", *shards,
+                           f"--report={merged}"], env=_env("none"), capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    assert _verdicts(merged) == _verdicts(whole)
+    assert "CRASH" in done.stdout  # the faults, grouped, in the merged summary

@@ -32,6 +32,7 @@ import dataclasses
 import importlib
 import os
 import sys
+import threading
 from typing import Dict, Iterable, List, Optional, Sequence, Union
 
 from varlen.spec import CallBackend, CallContext, Capabilities, KernelBackend
@@ -178,8 +179,23 @@ def _serve_if_worker() -> bool:
     backends registered so far, then exit. Elsewhere: False."""
     if not _core.is_worker():
         return False
+    threading.excepthook = _end_worker_on_thread_exception
     sys.stdout.flush()
     os._exit(_core.serve_as_worker())
+
+
+def _end_worker_on_thread_exception(args) -> None:
+    """An exception that escapes a backend's own thread ends its worker, as
+    std::terminate ends a C++ program: the case it happened in fails as a
+    CRASH with this traceback, instead of the thread dying unnoticed while
+    the call returns whatever it left in the output."""
+    import traceback
+    name = args.thread.name if args.thread is not None else "?"
+    sys.stderr.write(f"varlen: an exception escaped the backend's thread {name!r}; "
+                     "the worker ends\n")
+    traceback.print_exception(args.exc_type, args.exc_value, args.exc_traceback, file=sys.stderr)
+    sys.stderr.flush()
+    os.abort()
 
 
 def default_corpus_dir() -> str:
@@ -202,7 +218,7 @@ class CheckResult:
 def check(backend=None, *, tier: str = "smoke", report_dir: Optional[str] = None,
           corpus_dir: Optional[str] = None, expectations: Union[None, str, Sequence[str]] = None,
           progress: bool = True, budget_scale: float = 1.0,
-          in_process: bool = False) -> CheckResult:
+          in_process: bool = False, counts_only: bool = False) -> CheckResult:
     """`varlen check` on the given backends (names, "module:attr" strings or
     backend objects; None: every available one): the corpus and the generated
     properties of `tier`, with junit.xml, matrix.md, pictures and shrunk cases
@@ -213,7 +229,9 @@ def check(backend=None, *, tier: str = "smoke", report_dir: Optional[str] = None
     "module:attr" runs in worker processes: a crash, a hang or a write
     outside its buffers fails the case that caused it (CRASH, TIMEOUT, OOM,
     VANISHED, WRITE_OUTSIDE, INPUT_CHANGED) and the run goes on;
-    `in_process` runs it here instead."""
+    `in_process` runs it here instead. `counts_only`: case counts alone bound
+    each property, not time, so that every machine checks the same cases (the
+    shards of one run, GTEST_TOTAL_SHARDS and GTEST_SHARD_INDEX)."""
     names = _names(backend)
     commands = {n: c for n in names if (c := _repro_command(n)) is not None}
     if expectations is None:
@@ -222,7 +240,7 @@ def check(backend=None, *, tier: str = "smoke", report_dir: Optional[str] = None
         expectations = [e for e in expectations.split(",") if e]
     r = _core.check(names, tier, report_dir or "", default_corpus_dir() if corpus_dir is None
                     else corpus_dir, [os.fspath(e) for e in expectations], progress, commands,
-                    float(budget_scale), _workers(names, in_process))
+                    float(budget_scale), _workers(names, in_process), counts_only)
     return CheckResult(passed=r["passed"], text=r["text"], matrix=r["matrix"], items=r["items"])
 
 

@@ -3,9 +3,11 @@
     python -m varlen check [--load=module:attr ...] [--backend=NAME ...]
                            [--tier=smoke|full|nightly] [--report=DIR] [--corpus=DIR]
                            [--expectations=FILE,...] [--budget-scale=X] [--in-process]
+                           [--counts-only]
     python -m varlen repro FILE_OR_DIR [--load=module:attr ...] [--backend=NAME ...]
                            [--sglang=VERSION] [--brief] [--json] [--in-process]
     python -m varlen backends [--load=module:attr ...]
+    python -m varlen report --merge DIR... [--report=OUT]
 
 --load imports "module:attr", a varlen.KernelBackend, a varlen.CallBackend or a
 list of them ("module" alone: its BACKENDS), and registers them. --backend
@@ -17,7 +19,9 @@ again): a backend that crashes, hangs, runs out of memory or writes outside
 its buffers fails the case that caused it, with its case file, and the run
 goes on; --in-process runs it here (for a debugger). Exit status: 0 when
 everything passed, 1 when something failed, 2 for a usage error or an invalid
-case file.
+case file. GTEST_TOTAL_SHARDS and GTEST_SHARD_INDEX run one shard of check
+(or of repro on a folder); `report --merge` joins the shards' --report
+folders into the unsharded run's report.
 """
 
 from __future__ import annotations
@@ -54,6 +58,8 @@ def main(argv=None) -> int:
                        help="multiplies the tier's case counts and time budgets")
     check.add_argument("--in-process", action="store_true",
                        help="run the backends in this process, not in worker processes")
+    check.add_argument("--counts-only", action="store_true",
+                       help="case counts alone bound each property, not time (shards of a run)")
     repro = sub.add_parser("repro", help="replay case files")
     repro.add_argument("path")
     repro.add_argument("--load", action="append")
@@ -63,6 +69,10 @@ def main(argv=None) -> int:
     repro.add_argument("--json", action="store_true")
     repro.add_argument("--in-process", action="store_true",
                        help="run the backends in this process, not in worker processes")
+    report = sub.add_parser("report", help="merge the reports of a sharded check")
+    report.add_argument("--merge", nargs="+", required=True, metavar="DIR",
+                        help="the shards' --report folders")
+    report.add_argument("--report", default="", help="where to write the merged report")
     worker = sub.add_parser("worker", help="serve a supervisor (started by check and repro)")
     worker.add_argument("--load", action="append")
     listing = sub.add_parser("backends", help="list the backends")
@@ -78,6 +88,10 @@ def main(argv=None) -> int:
             print("varlen: a worker is started by `check` or `repro`, not by hand",
                   file=sys.stderr)
             return 2
+        if args.command == "report":
+            merged = varlen._core.merge_reports(args.merge, args.report)
+            sys.stdout.write(merged["text"])
+            return 0 if merged["passed"] else 1
         names = _backends(args)
         if args.command == "backends":
             for b in varlen.backends():
@@ -88,7 +102,8 @@ def main(argv=None) -> int:
         if args.command == "check":
             result = varlen.check(names or None, tier=args.tier, report_dir=args.report or None,
                                   corpus_dir=args.corpus, expectations=args.expectations,
-                                  budget_scale=args.budget_scale, in_process=args.in_process)
+                                  budget_scale=args.budget_scale, in_process=args.in_process,
+                                  counts_only=args.counts_only)
             sys.stdout.write(result.text)
             return 0 if result.passed else 1
         outcomes = varlen.repro(args.path, names or None, sglang=args.sglang,

@@ -108,6 +108,10 @@ def pytest_collection_modifyitems(session, config, items):
 
     tier = config.getoption("--varlen-tier")
     failures = os.path.abspath(config.getoption("--varlen-failures"))
+    # A sharded run (GTEST_TOTAL_SHARDS, GTEST_SHARD_INDEX) keeps every
+    # total-th varlen item, as `varlen check` keeps every total-th check.
+    index, total = varlen._core.shard()
+    first = len(items)
     for target in targets:
         for backend in varlen.load_backend(target):
             if not config.getoption("--varlen-no-corpus"):
@@ -121,3 +125,4 @@ def pytest_collection_modifyitems(session, config, items):
                     items.append(_PropertyItem.from_parent(
                         session, name=f"varlen/{backend}/Conformance.{prop}", backend=backend,
                         property_name=prop, tier=tier, failures=failures))
+    items[first:] = [item for n, item in enumerate(items[first:]) if n % total == index]

@@ -3,6 +3,7 @@
 
 #include "varlen/backend/fault.h"
 
+#include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -44,6 +45,34 @@ TEST(FaultTest, DescriptionQuotesTheWorkersLastOutput) {
                      "AddressSanitizer: SEGV on unknown address\n#0 in Run"});
   EXPECT_THAT(text, HasSubstr("CRASH: signal 11 (SIGSEGV)"));
   EXPECT_THAT(text, HasSubstr("| AddressSanitizer: SEGV on unknown address\n    | #0 in Run"));
+}
+
+TEST(FaultTest, SignatureGroupsRepeatsAndSeparatesCauses) {
+  const Fault asan{FaultKind::kCrash, "signal 6 (SIGABRT) while running the run call",
+                   "==1==ERROR: AddressSanitizer: heap-buffer-overflow\n"
+                   "    #0 0x55d1c0 in Kernel(float*) kernel.cc:40:7\n"
+                   "    #1 0x55d1c8 in main main.cc:3"};
+  Fault moved = asan;  // the same bug in another build: other addresses
+  moved.log_tail = absl::StrReplaceAll(moved.log_tail, {{"0x55d1c0", "0x7f0010"}});
+  EXPECT_EQ(FaultSignature(asan),
+            "CRASH: signal 6 (SIGABRT) while running the run call at Kernel(float*) "
+            "kernel.cc:40:7");
+  EXPECT_EQ(FaultSignature(moved), FaultSignature(asan));
+
+  const Fault python{FaultKind::kCrash, "signal 6 (SIGABRT) while running the run call",
+                     "Traceback (most recent call last):\n"
+                     "  File \"/x/backend.py\", line 9, in helper\n"
+                     "    raise RuntimeError(\"case 17\")\n"
+                     "RuntimeError: case 17"};
+  EXPECT_EQ(FaultSignature(python),
+            "CRASH: signal 6 (SIGABRT) while running the run call at File \"/x/backend.py\", "
+            "line 9, in helper (RuntimeError)");
+
+  // A deadline or a size varies by case; the kind alone groups them.
+  EXPECT_EQ(FaultSignature({FaultKind::kTimeout, "no answer within 3.0 s", ""}), "TIMEOUT");
+  EXPECT_EQ(FaultSignature({FaultKind::kTimeout, "no answer within 9.5 s", ""}), "TIMEOUT");
+  EXPECT_NE(FaultSignature({FaultKind::kCrash, "signal 11 (SIGSEGV)", ""}),
+            FaultSignature({FaultKind::kCrash, "signal 6 (SIGABRT)", ""}));
 }
 
 }  // namespace

@@ -12,6 +12,14 @@
 //   DIR/pictures/*.svg   for each failing case with numbers, its largest
 //                        error per sequence x head, in units of the bound
 //   DIR/failures/*.json  the shrunk case of each failing property
+//   DIR/report.json      all of it, for `varlen report --merge` to join the
+//                        reports of a sharded run into the unsharded one
+//
+// A run can be split into shards, as GoogleTest's are (GTEST_TOTAL_SHARDS,
+// GTEST_SHARD_INDEX): each check (a backend's corpus case, a backend's
+// property) belongs to one shard, so the shards of a CI matrix or a job
+// array together run every check once, and their merged report is the
+// unsharded run's.
 //
 // Example:
 //   CheckOptions options;
@@ -29,10 +37,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "nlohmann/json.hpp"
 #include "varlen/cases/numerics.h"
 #include "varlen/conformance/expectations.h"
 #include "varlen/conformance/suite.h"
 #include "varlen/run/isolation.h"
+#include "varlen/run/shard.h"
 
 namespace varlen {
 
@@ -60,6 +70,11 @@ struct CheckOptions {
   // backend's name, "*" for those not named. A backend with neither runs in
   // this process.
   std::map<std::string, IsolationOptions> isolation;
+  Shard shard;
+  // Counts, not time, bound each property's generation
+  // (PropertyRunOptions::stop_on_time): the same checks on a fast machine
+  // and a slow one, as the shards of a run need to add up to it.
+  bool counts_only = false;
 };
 
 enum class CheckStatus {
@@ -81,9 +96,16 @@ struct CheckItem {
   std::string message = {};  // the full report of a failure, why unsupported, the expectation
   std::string picture = {};  // path of its error picture, when one was drawn
   std::string shrunk = {};   // path of the shrunk case of a failing property
+  // When the failure was a fault of the backend (varlen/backend/fault.h):
+  // its kind ("CRASH", ...) and the signature that groups its repeats.
+  std::string fault = {};
+  std::string fault_signature = {};
+  int64_t ordinal = 0;  // its place in the unsharded run's order
 };
 
 struct CheckReport {
+  Tier tier = Tier::kSmoke;
+  Shard shard;  // after a merge: {0, 1}
   std::vector<std::string> backends;
   // Per backend, what it counted (BackendCounter), the supervisor's counts
   // (workers_started, crash, timeout, ...) among them when isolated.
@@ -96,6 +118,27 @@ struct CheckReport {
 // Runs everything, writing the report files as it goes. Errors: an unknown
 // backend, an invalid case file, an unwritable report folder.
 absl::StatusOr<CheckReport> RunCheck(const CheckOptions& options);
+
+// The report as DIR/report.json holds it, and back. Parse errors name the
+// field and what it should be.
+nlohmann::ordered_json CheckReportJson(const CheckReport& report);
+absl::StatusOr<CheckReport> ParseCheckReportJson(const nlohmann::ordered_json& json);
+
+// Reads DIR/report.json (or the file itself, when given one).
+absl::StatusOr<CheckReport> ReadCheckReport(const std::string& dir_or_file);
+
+// Joins the reports of one run's shards into the report of the unsharded
+// run: every check once, in the run's order, counters added up. Errors:
+// shards of different runs (tier, total, backends), one shard twice, a
+// shard missing.
+absl::StatusOr<CheckReport> MergeCheckReports(const std::vector<CheckReport>& shards);
+
+// Writes junit.xml, matrix.md and report.json under `dir`.
+absl::Status WriteCheckReport(const CheckReport& report, const std::string& dir);
+
+// The faults among the failures, grouped by signature, most frequent first:
+// "  12 x CRASH: signal 11 (SIGSEGV) at Kernel() k.cc:40 [fault_backend]: case-a, ...".
+std::vector<std::string> FaultGroupLines(const CheckReport& report);
 
 std::string CheckJUnitXml(const CheckReport& report);
 std::string CheckMatrixMarkdown(const CheckReport& report);

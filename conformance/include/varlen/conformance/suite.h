@@ -72,6 +72,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "varlen/backend/backend.h"
+#include "varlen/backend/fault.h"
 #include "varlen/conformance/expectations.h"
 #include "varlen/conformance/generators.h"
 #include "varlen/run/isolation.h"
@@ -119,6 +120,10 @@ struct PropertyRunOptions {
   // Other cases to try instead of GenForwardCase; set, no long cases run.
   std::optional<rc::Gen<Case>> generator;
   bool shrink = true;
+  // False: the case counts alone bound generation, so the run checks the
+  // same cases on any machine (shards of one run); shrinking is still
+  // capped by the time budget.
+  bool stop_on_time = true;
   // Called with the smallest failing case so far each time shrinking finds
   // a smaller one (result.shrunk set), so that a run killed mid-shrink
   // still leaves a case that replays.
@@ -142,7 +147,8 @@ struct PropertyRunResult {
   // Whether `shrunk` replays the failure by itself (a failing call), or is
   // the input of a failing comparison of two launches.
   bool shrunk_replays = false;
-  std::string why;  // what the property saw on it
+  std::string why;             // what the property saw on it
+  std::optional<Fault> fault;  // when the backend faulted on `shrunk`
 };
 
 // Runs one property on `backend` outside GoogleTest (mutation analysis,

@@ -106,6 +106,15 @@ class Backend {
   // REQUIRES: Supports(params).ok() and CheckKernelBounds(params).ok().
   virtual absl::Status Run(const VarlenAttentionParams& params) const = 0;
 
+  // Asked after every call in a worker process (varlen/run/isolation.h):
+  // OK while the device can take more calls, else the error that leaves it
+  // unusable for every later call of the process (a CUDA context after an
+  // illegal address or a device-side assert). The call just made is then
+  // charged with a CRASH and the worker replaced, so no later case inherits
+  // the error. A GPU backend synchronizes here, so that a fault surfacing
+  // late is charged to the call that launched it.
+  virtual absl::Status DeviceHealth() const { return absl::OkStatus(); }
+
   // What it counted since it was created (`varlen repro --json` reports
   // them); none by default.
   virtual std::vector<BackendCounter> counters() const { return {}; }

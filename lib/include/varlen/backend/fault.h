@@ -45,6 +45,13 @@ struct Fault {
 // "CRASH: signal 11 (SIGSEGV) while ...", then the log tail, indented.
 std::string DescribeFault(const Fault& fault);
 
+// What a thousand faults of one bug share, so that reports count them as
+// one group: the kind, the summary where it names the cause (a signal, an
+// exit status; not a deadline or a size, which vary by case), and the
+// innermost frame the log shows (a sanitizer's "#0" line, the last line of
+// a Python traceback's frames and its exception type).
+std::string FaultSignature(const Fault& fault);
+
 // A status (Internal, "<KIND>: <summary>") that carries `fault`.
 absl::Status FaultStatus(const Fault& fault);
 // The fault `status` carries, or nullopt.

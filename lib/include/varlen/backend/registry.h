@@ -16,9 +16,11 @@
 #define VARLEN_BACKEND_REGISTRY_H_
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "varlen/backend/backend.h"
 
@@ -32,6 +34,14 @@ const Backend* FindBackend(absl::string_view name);
 
 // Adds `backend`; AlreadyExists if its name is taken.
 absl::Status RegisterBackend(std::unique_ptr<Backend> backend);
+
+// Loads a shared library made with VARLEN_BACKEND_PLUGIN
+// (varlen/backend/plugin.h) and registers its backends; returns their
+// names. The program must export its symbols (CMake: ENABLE_EXPORTS).
+// Errors name the file and say what is wrong: not loadable (with the
+// loader's message), not a plugin, built against other headers, a name
+// already taken.
+absl::StatusOr<std::vector<std::string>> LoadBackendPlugin(const std::string& path);
 
 }  // namespace varlen
 
