@@ -47,8 +47,9 @@
 //       Runs the conformance suite (its properties, then the corpus) on every
 //       mutant of cpu_flash and of the resolvers (and, with --anchors, the
 //       other projects' generators beside them), prints progress to stderr
-//       and a markdown table to stdout. Exit status: 0 when the suite killed
-//       every mutant, 1 when one survived.
+//       and a markdown table to stdout (GTEST_TOTAL_SHARDS and
+//       GTEST_SHARD_INDEX: every total-th mutant). Exit status: 0 when the
+//       suite killed every mutant, 1 when one survived.
 //   varlen decode --target=NAME FILE
 //       Prints the case a fuzz target decodes from the bytes of FILE (a seed,
 //       a crash) as a case file for corpus/regressions/.
@@ -788,6 +789,9 @@ int Mutants() {
   options.anchors = absl::GetFlag(FLAGS_anchors);
   options.only = absl::GetFlag(FLAGS_only);
   options.isolation = IsolationFromFlags();
+  absl::StatusOr<Shard> shard = ShardFromEnvironment();
+  if (!shard.ok()) return UsageError(shard.status().message());
+  options.shard = *shard;
   options.progress = [](const MutantRow& row, int done, int total) {
     std::cerr << absl::StrFormat(
         "[%d/%d] %s: %s after %d runs, %.2f s\n", done, total, row.mutant,

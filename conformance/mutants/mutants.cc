@@ -191,8 +191,10 @@ std::vector<MutantRow> AnalyzeMutants(const MutationOptions& options) {
     if (std::find(order.begin(), order.end(), property) == order.end()) order.push_back(property);
   }
   std::vector<Mutant> mutants = AllMutants();
+  int64_t ordinal = 0;
   std::erase_if(mutants, [&](const Mutant& m) {
-    return !options.only.empty() && m.name.find(options.only) == std::string::npos;
+    return !options.shard.Owns(ordinal++) ||
+           (!options.only.empty() && m.name.find(options.only) == std::string::npos);
   });
   std::vector<AnchorStrategy> anchors;
   if (options.anchors) anchors = AnchorStrategies(BudgetFor("Numerics", options.tier).limits);

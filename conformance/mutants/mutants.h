@@ -22,6 +22,7 @@
 #include "varlen/backend/backend.h"
 #include "varlen/conformance/suite.h"
 #include "varlen/run/isolation.h"
+#include "varlen/run/shard.h"
 
 namespace varlen {
 
@@ -77,6 +78,7 @@ struct MutationOptions {
   // found there by the mutant's name, so a mutant that crashes is killed,
   // not the run.
   std::optional<IsolationOptions> isolation;
+  Shard shard;  // this run's mutants: every total-th, in AllMutants' order
 };
 
 std::vector<MutantRow> AnalyzeMutants(const MutationOptions& options);

@@ -3,7 +3,8 @@
 # runs conformance/examples/toy_backend against it with find_package(varlen),
 # exactly as an out-of-tree backend would (smoke tier, at a quarter of its
 # counts: this checks the installed package, the toy backend's own suite
-# runs in full in the build tree).
+# runs in full in the build tree), then the same backend as a plugin of the
+# installed `varlen` program.
 #
 #   example_from_install.sh BUILD_DIR SOURCE_DIR CXX "CXX_FLAGS" "LINK_FLAGS"
 set -eu
@@ -20,3 +21,8 @@ cmake --build "$scratch/build" >/dev/null
 test -d "$scratch/prefix/share/varlen/corpus/regressions"
 cd "$scratch/build"
 VARLEN_BUDGET_SCALE=0.25 VARLEN_FAILURES_DIR="$scratch/failures" ./toy_backend_conformance --gtest_brief=1
+# The same backend as a plugin of the installed varlen program.
+"$scratch/prefix/bin/varlen" check --load="$scratch/build/toy_backend_plugin.so" --backends=toy \
+  --budget_scale=0.1 --report="$scratch/plugin-report" >"$scratch/plugin-check.txt" 2>&1 ||
+  { cat "$scratch/plugin-check.txt"; exit 1; }
+tail -n 2 "$scratch/plugin-check.txt"

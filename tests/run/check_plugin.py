@@ -114,6 +114,21 @@ def main():
             problems.append(f"{kind}: varlen repro {shrunk[0]} exited {repro.returncode} with "
                             f"fault {replayed}, expected {want}")
 
+    # --times: the abort run's shrunk case on a backend that aborts on it one
+    # time in two is said to be flaky.
+    if "abort" in kinds:
+        with open(os.path.join(scratch, "abort", "report.json")) as f:
+            shrunk = [i["shrunk"] for i in json.load(f)["items"] if i["shrunk"]][0]
+        replay = subprocess.run([varlen, "repro", shrunk, f"--load={plugin}",
+                                 "--backend=fault_backend", "--times=16", *limits("flaky")],
+                                env=dict(base_env, VARLEN_TEST_FAULT="flaky"),
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if "FLAKY: " not in replay.stdout or "1 flaky in 16 runs each" not in replay.stdout:
+            problems.append(f"repro --times=16 on a flaky fault did not say so: "
+                            f"{replay.stdout[-800:]}")
+        else:
+            print("repro --times=16: the flaky fault is said to be flaky")
+
     # Shards: the abort run split in two, merged; and --jobs=2.
     if "abort" in kinds:
         unsharded, _ = verdicts(os.path.join(scratch, "abort"))

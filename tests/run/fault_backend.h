@@ -13,6 +13,7 @@
 //   thread_throw        an exception escapes another thread (std::terminate)
 //   write_past_output   stores 4 bytes past the end of the output
 //   scale_q_in_place    scales q in place, then computes
+//   flaky               abort() on a faulty launch one time in two, at random
 //   device_lost         as a GPU kernel reading an illegal address: the call
 //                       returns at once (the launch is asynchronous), the
 //                       error surfaces when the device is next asked
@@ -31,6 +32,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -86,6 +88,8 @@ class FaultBackend final : public varlen::Backend {
       const size_t bytes = static_cast<size_t>(p.o_numel) * varlen::DTypeSize(p.output_dtype);
       std::memset(static_cast<char*>(p.o) + bytes, 0x7f, 4);
       return ran;
+    } else if (fault_ == "flaky") {
+      if (std::random_device{}() % 2 == 0) std::abort();
     } else if (fault_ == "device_lost") {
       device_lost_ = true;
       return absl::OkStatus();  // launched; the output is never written

@@ -1,7 +1,8 @@
 // A small, correct attention backend written the way a backend author
 // would: it implements varlen::Backend, declares what it supports, and
 // gets the whole conformance suite (corpus replay and generated properties)
-// from one line at the bottom.
+// from one line at the bottom: a conformance binary of its own, or, built
+// with TOY_BACKEND_AS_PLUGIN, a plugin that `varlen check --load=` runs.
 //
 // The kernel: for each sequence and query head, float32 logits, the row
 // maximum subtracted before exp, float32 sums, the output rounded once to
@@ -15,7 +16,11 @@
 #include <vector>
 
 #include "varlen/backend/backend.h"
+#ifdef TOY_BACKEND_AS_PLUGIN
+#include "varlen/backend/plugin.h"
+#else
 #include "varlen/conformance/suite.h"
+#endif
 
 namespace {
 
@@ -102,4 +107,8 @@ class ToyBackend final : public varlen::Backend {
 
 }  // namespace
 
+#ifdef TOY_BACKEND_AS_PLUGIN
+VARLEN_BACKEND_PLUGIN(ToyBackend)
+#else
 VARLEN_CONFORMANCE_MAIN(ToyBackend)
+#endif
