@@ -80,20 +80,24 @@ def test_check_fails_only_the_faulting_cases(fault, corpus, fault_free, tmp_path
         assert text is not None and EXPECTED[fault] in text, (name, text)
 
 
-def test_pytest_plugin_fails_only_the_faulting_items(corpus, tmp_path):
+# A crash, a process that ends with status 0 (pytest must not read it as a
+# pass) and a hang: each fails its items, and the session finishes.
+@pytest.mark.parametrize("fault", ["segfault", "exit0", "hang"])
+def test_pytest_plugin_fails_only_the_faulting_items(fault, corpus, tmp_path):
     report = tmp_path / "pytest.xml"
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "varlen.pytest_plugin", "-p",
          "no:cacheprovider", "--varlen-backend=fault_backends:BACKENDS", "--varlen-no-properties",
          f"--varlen-corpus={corpus}", f"--junitxml={report}", str(tmp_path)],
-        env=_env("segfault"), capture_output=True, text=True, timeout=600, cwd=str(tmp_path))
+        env=_env(fault), capture_output=True, text=True, timeout=600, cwd=str(tmp_path))
     assert done.returncode == 1, done.stdout[-3000:]
     cases = list(ElementTree.parse(report).getroot().iter("testcase"))
     assert len(cases) == len(os.listdir(corpus)), "the session did not finish"
     failed = [c for c in cases if c.find("failure") is not None]
     assert failed and len(failed) < len(cases)
     for case in failed:
-        assert "CRASH" in case.find("failure").get("message", "") + (case.find("failure").text or "")
+        failure = case.find("failure")
+        assert EXPECTED[fault] in failure.get("message", "") + (failure.text or "")
 
 
 def _verdicts(report):
