@@ -149,6 +149,7 @@ void ReplayCorpus(const CheckOptions& options, const std::vector<const Backend*>
       if (!runner.has_value()) runner.emplace(c);
       CheckItem item{std::string(backend->name()), "corpus", c.name};
       item.ordinal = *ordinal;
+      item.tokens = c.geometry.total_tokens();
       ++counted[item.backend];
       const ExpectationEntry* entry = EntryFor(options, item.backend, CorpusTestName(c.name),
                                                c.geometry.dtype, c.data.distribution);
@@ -231,6 +232,7 @@ void RunProperties(const CheckOptions& options, const Backend& backend, ShardCou
       item.status = CheckStatus::kFail;
       item.message = result.message;
       NoteFault(result.fault, &item);
+      if (result.shrunk.has_value()) item.tokens = result.shrunk->geometry.total_tokens();
       if (result.shrunk.has_value() && !options.report_dir.empty()) {
         absl::StatusOr<std::string> path =
             WriteShrunkCase(failures, backend.name(), property, options.tier, result);

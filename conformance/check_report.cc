@@ -92,8 +92,15 @@ std::vector<FaultGroup> GroupFaults(const CheckReport& report) {
     group.signature = item.fault_signature;
     group.items.push_back(&item);
   }
+  // Smallest cases first (those of unknown size last), then in run order.
+  const auto smaller = [](const CheckItem* a, const CheckItem* b) {
+    return static_cast<uint64_t>(a->tokens) < static_cast<uint64_t>(b->tokens);
+  };
   std::vector<FaultGroup> sorted;
-  for (auto& [key, group] : groups) sorted.push_back(std::move(group));
+  for (auto& [key, group] : groups) {
+    std::stable_sort(group.items.begin(), group.items.end(), smaller);
+    sorted.push_back(std::move(group));
+  }
   std::stable_sort(sorted.begin(), sorted.end(), [](const FaultGroup& a, const FaultGroup& b) {
     return a.items.size() > b.items.size();
   });
@@ -190,7 +197,8 @@ nlohmann::ordered_json CheckReportJson(const CheckReport& report) {
                      {"picture", item.picture},
                      {"shrunk", item.shrunk},
                      {"fault", item.fault},
-                     {"fault_signature", item.fault_signature}});
+                     {"fault_signature", item.fault_signature},
+                     {"tokens", item.tokens}});
   }
   return {{"format", kReportFormat},
           {"version", kReportVersion},
@@ -254,6 +262,7 @@ absl::StatusOr<CheckReport> ParseCheckReportJson(const nlohmann::ordered_json& j
     VARLEN_ASSIGN_OR_RETURN(item.fault, Field<std::string>(items[i], "fault", where));
     VARLEN_ASSIGN_OR_RETURN(item.fault_signature,
                             Field<std::string>(items[i], "fault_signature", where));
+    VARLEN_ASSIGN_OR_RETURN(item.tokens, Field<int64_t>(items[i], "tokens", where));
     report.items.push_back(std::move(item));
   }
   return report;
@@ -421,7 +430,7 @@ std::string CheckMatrixMarkdown(const CheckReport& report) {
   if (const std::vector<std::string> groups = FaultGroupLines(report); !groups.empty()) {
     absl::StrAppend(&out,
                     "\nFaults of the backends, by signature (count, signature, backend, "
-                    "first cases):\n\n");
+                    "smallest cases):\n\n");
     for (const std::string& line : groups) {
       absl::StrAppend(&out, "- ", absl::StripLeadingAsciiWhitespace(line), "\n");
     }

@@ -550,6 +550,7 @@ void CaseRunner::ExecuteWholeCall(const Backend& backend, AttentionCall call, Ou
   }
   if (predicted_error.has_value()) engine.predicted = FormatPythonError(*predicted_error);
 
+  call.case_json = CaseToJson(case_).dump();
   absl::StatusOr<EngineCallResult> result = backend.CallEngine(call, profile);
   if (!result.ok()) return not_made(result.status());
   engine.device_events = result->device_events;

@@ -116,9 +116,20 @@ class IsolatedBackend final : public Backend {
   }
   bool call_level() const override { return backend_.call_level(); }
   SglangVersion engine_version() const override { return backend_.engine_version(); }
+  // The worker makes the call again from its case; a call made by hand has
+  // none, and runs here.
   absl::StatusOr<EngineCallResult> CallEngine(const AttentionCall& call,
                                               Profile profile) const override {
-    return backend_.CallEngine(call, profile);
+    if (call.case_json.empty()) return backend_.CallEngine(call, profile);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (absl::Status started = EnsureWorker(); !started.ok()) return started;
+    absl::StatusOr<nlohmann::json> answer =
+        Ask({{"op", "engine_call"}, {"case", call.case_json}}, Floor(), "engine");
+    if (!answer.ok()) return answer.status();
+    if (absl::Status status = run_internal::DecodeStatus(answer->at("status")); !status.ok()) {
+      return status;
+    }
+    return run_internal::DecodeEngineCallResult(answer->at("result"));
   }
 
   absl::Status Supports(const VarlenAttentionParams& params) const override {
@@ -153,25 +164,52 @@ class IsolatedBackend final : public Backend {
   }
   Clock::duration Floor() const { return Seconds(options_.deadline_floor_s); }
 
-  absl::Status Call(const char* op, const VarlenAttentionParams& p) const {
-    std::lock_guard<std::mutex> lock(mutex_);
+  // Starts a worker unless one is running. REQUIRES: mutex_ held.
+  absl::Status EnsureWorker() const {
     // A worker that cannot start (the backend's module does not import) fails
     // every call the same way: it is tried once.
-    if (!start_error_.ok()) return start_error_;
-    if (pid_ <= 0) {
-      const Clock::time_point starting = Clock::now();
-      const absl::Status started = StartWorker();
-      start_seconds_ += std::chrono::duration<double>(Clock::now() - starting).count();
-      if (!started.ok()) {
-        const std::optional<Fault> fault = FaultOf(started);
-        start_error_ = FaultStatus(
-            {FaultKind::kCrash,
-             absl::StrCat("the worker for ", backend_.name(), " did not start (",
-                          fault.has_value() ? fault->summary : std::string(started.message()), ")"),
-             fault.has_value() ? fault->log_tail : LogTail(log_fd_)});
-        return start_error_;
-      }
+    if (!start_error_.ok() || pid_ > 0) return start_error_;
+    const Clock::time_point starting = Clock::now();
+    const absl::Status started = StartWorker();
+    start_seconds_ += std::chrono::duration<double>(Clock::now() - starting).count();
+    if (!started.ok()) {
+      const std::optional<Fault> fault = FaultOf(started);
+      start_error_ = FaultStatus(
+          {FaultKind::kCrash,
+           absl::StrCat("the worker for ", backend_.name(), " did not start (",
+                        fault.has_value() ? fault->summary : std::string(started.message()), ")"),
+           fault.has_value() ? fault->log_tail : LogTail(log_fd_)});
     }
+    return start_error_;
+  }
+
+  // Sends `request` and waits for its answer, within `budget`. The answer
+  // of a call that left the worker's device unusable is that fault: the
+  // worker is replaced, so that no later case inherits the error.
+  absl::StatusOr<nlohmann::json> Ask(const nlohmann::json& request, Clock::duration budget,
+                                     absl::string_view doing) const {
+    if (ftruncate(log_fd_, 0) != 0) return absl::InternalError("cannot clear the worker's log");
+    const auto asked = Clock::now();
+    if (!run_internal::WriteMessage(request_fd_, request.dump())) {
+      return Died(absl::StrCat("sending the ", doing, " call"));
+    }
+    absl::StatusOr<nlohmann::json> answer = Answer(asked, budget, doing);
+    if (answer.ok() && answer->contains("device_lost")) {
+      const absl::Status lost = run_internal::DecodeStatus(answer->at("device_lost"));
+      const std::string tail = LogTail(log_fd_);
+      StopWorker();
+      ++faults_[FaultKind::kCrash];
+      return FaultStatus({FaultKind::kCrash,
+                          absl::StrCat("the device is unusable after the ", doing,
+                                       " call (the worker was replaced): ", lost.message()),
+                          tail});
+    }
+    return answer;
+  }
+
+  absl::Status Call(const char* op, const VarlenAttentionParams& p) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (absl::Status started = EnsureWorker(); !started.ok()) return started;
     // The launch's arrays, each between guard bands.
     const auto elements = [](DType dtype, int64_t n) {
       return n * static_cast<int64_t>(DTypeSize(dtype));
@@ -210,27 +248,11 @@ class IsolatedBackend final : public Backend {
     const double macs = std::string_view(op) == "run" ? Macs(p) : 0;
     const double budget_s =
         std::max(options_.deadline_floor_s, options_.deadline_factor * macs * seconds_per_mac_);
-    if (ftruncate(log_fd_, 0) != 0) return absl::InternalError("cannot clear the worker's log");
     const auto started = Clock::now();
-    const nlohmann::json request = {
-        {"op", op}, {"arena_bytes", arena_bytes_}, {"launch", run_internal::EncodeLaunch(p, at)}};
-    if (!run_internal::WriteMessage(request_fd_, request.dump())) {
-      return Died(absl::StrCat("sending the ", op, " call"));
-    }
-    absl::StatusOr<nlohmann::json> answer = Answer(started, Seconds(budget_s), op);
+    absl::StatusOr<nlohmann::json> answer = Ask(
+        {{"op", op}, {"arena_bytes", arena_bytes_}, {"launch", run_internal::EncodeLaunch(p, at)}},
+        Seconds(budget_s), op);
     if (!answer.ok()) return answer.status();
-    // The call left the worker's device unusable: the call is charged and
-    // the worker replaced, so that no later case inherits the error.
-    if (answer->contains("device_lost")) {
-      const absl::Status lost = run_internal::DecodeStatus(answer->at("device_lost"));
-      const std::string tail = LogTail(log_fd_);
-      StopWorker();
-      ++faults_[FaultKind::kCrash];
-      return FaultStatus({FaultKind::kCrash,
-                          absl::StrCat("the device is unusable after the ", op,
-                                       " call (the worker was replaced): ", lost.message()),
-                          tail});
-    }
     // The backend's speed, from calls large enough that the time per call
     // (the pipe, the copies, an interpreter's overhead) does not swamp it.
     if (macs >= kMacsToMeasureSpeed) {

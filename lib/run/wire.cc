@@ -119,4 +119,58 @@ absl::Status DecodeStatus(const nlohmann::json& j) {
   return status;
 }
 
+nlohmann::json EncodeEngineCallResult(const EngineCallResult& result) {
+  nlohmann::json j = nlohmann::json::object();
+  if (result.raised_type.has_value()) {
+    j["raised"] = {absl::BytesToHexString(*result.raised_type),
+                   absl::BytesToHexString(result.raised_message)};
+  }
+  if (result.output.has_value()) {
+    // Outputs are copied to the host contiguous (EngineCallResult).
+    const Tensor& output = *result.output;
+    const size_t bytes = static_cast<size_t>(output.numel()) * DTypeSize(output.dtype());
+    j["output"] = {
+        {"dtype", DTypeName(output.dtype())},
+        {"device", DeviceName(output.device())},
+        {"shape", output.shape()},
+        {"bytes", absl::Base64Escape(absl::string_view(output.data<char>(), bytes))},
+    };
+  }
+  if (result.device_events.has_value()) {
+    const DeviceEventCounts& e = *result.device_events;
+    j["device_events"] = {e.host_syncs, e.host_to_device_copies, e.device_to_host_copies, e.casts};
+  }
+  return j;
+}
+
+absl::StatusOr<EngineCallResult> DecodeEngineCallResult(const nlohmann::json& j) {
+  EngineCallResult result;
+  if (j.contains("raised")) {
+    result.raised_type = absl::HexStringToBytes(j["raised"][0].get<std::string>());
+    result.raised_message = absl::HexStringToBytes(j["raised"][1].get<std::string>());
+  }
+  if (j.contains("output")) {
+    const nlohmann::json& o = j["output"];
+    absl::StatusOr<DType> dtype = ParseDType(o.at("dtype").get<std::string>());
+    absl::StatusOr<Device> device = ParseDevice(o.at("device").get<std::string>());
+    if (!dtype.ok()) return dtype.status();
+    if (!device.ok()) return device.status();
+    std::string bytes;
+    if (!absl::Base64Unescape(o.at("bytes").get<std::string>(), &bytes)) {
+      return absl::InternalError("the worker sent an output whose bytes are not base64");
+    }
+    Tensor output = Tensor::Zeros(*dtype, *device, o.at("shape").get<Shape>());
+    if (bytes.size() != static_cast<size_t>(output.numel()) * DTypeSize(*dtype)) {
+      return absl::InternalError("the worker sent an output whose size does not match its shape");
+    }
+    if (!bytes.empty()) std::memcpy(output.mutable_data<char>(), bytes.data(), bytes.size());
+    result.output = std::move(output);
+  }
+  if (j.contains("device_events")) {
+    const nlohmann::json& e = j["device_events"];
+    result.device_events = DeviceEventCounts{e[0], e[1], e[2], e[3]};
+  }
+  return result;
+}
+
 }  // namespace varlen::run_internal

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "nlohmann/json.hpp"
+#include "varlen/backend/backend.h"
 #include "varlen/backend/params.h"
 
 namespace varlen::run_internal {
@@ -46,6 +47,11 @@ VarlenAttentionParams DecodeLaunch(const nlohmann::json& j, uint8_t* arena);
 // A status with its message and payloads (a Python error kind), any bytes.
 nlohmann::json EncodeStatus(const absl::Status& status);
 absl::Status DecodeStatus(const nlohmann::json& j);
+
+// What forward raised or returned. The output's bytes travel in the message
+// (an engine call's output is a few megabytes at most).
+nlohmann::json EncodeEngineCallResult(const EngineCallResult& result);
+absl::StatusOr<EngineCallResult> DecodeEngineCallResult(const nlohmann::json& j);
 
 }  // namespace varlen::run_internal
 

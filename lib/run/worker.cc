@@ -10,10 +10,33 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "varlen/cases/case_json.h"
+#include "varlen/cases/executor.h"
+#include "varlen/cases/synth.h"
 #include "varlen/run/isolation.h"
 #include "wire.h"
 
 namespace varlen {
+namespace {
+
+// The engine call the supervisor made from a case, made here again from the
+// same case (every input is a function of it), and run.
+absl::StatusOr<EngineCallResult> CallEngineOfCase(const Backend& backend,
+                                                  const std::string& case_json) {
+  absl::StatusOr<Case> c = ParseCase(case_json, "<the supervisor's case>");
+  if (!c.ok()) return c.status();
+  absl::StatusOr<AttentionCall> call = CallOfCase(*c, SynthesizeQkv(*c));
+  if (!call.ok()) return call.status();
+  const Profile profile = c->call.profile;
+  if (EngineOf(profile) == Engine::kSglang) call->sglang = backend.engine_version();
+  absl::StatusOr<EngineCallResult> result = backend.CallEngine(*call, profile);
+  if (result.ok() && result->output.has_value() && !result->output->is_contiguous()) {
+    return absl::InternalError("the backend's output is not contiguous");
+  }
+  return result;
+}
+
+}  // namespace
 
 using run_internal::kAnswerFd;
 using run_internal::kArenaFd;
@@ -49,6 +72,15 @@ int ServeAsWorker(absl::FunctionRef<const Backend*(absl::string_view)> find_back
     if (op == "counters") {
       answer["counters"] = nlohmann::json::object();
       for (const BackendCounter& c : backend->counters()) answer["counters"][c.name] = c.value;
+    } else if (op == "engine_call") {
+      absl::StatusOr<EngineCallResult> result;
+      try {
+        result = CallEngineOfCase(*backend, r.at("case"));
+      } catch (const std::exception& e) {
+        result = absl::InternalError(absl::StrCat("the backend threw an exception: ", e.what()));
+      }
+      answer["status"] = run_internal::EncodeStatus(result.status());
+      if (result.ok()) answer["result"] = run_internal::EncodeEngineCallResult(*result);
     } else {
       const size_t bytes = r.at("arena_bytes");
       if (bytes != mapped) {
@@ -66,8 +98,10 @@ int ServeAsWorker(absl::FunctionRef<const Backend*(absl::string_view)> find_back
         status = absl::InternalError(absl::StrCat("the backend threw an exception: ", e.what()));
       }
       answer["status"] = run_internal::EncodeStatus(status);
-      // A device this call left unusable: said, and this worker ends, so
-      // that no later call inherits the error.
+    }
+    // A device a call left unusable: said, and this worker ends, so that no
+    // later call inherits the error.
+    if (op != "counters") {
       if (const absl::Status health = backend->DeviceHealth(); !health.ok()) {
         answer["device_lost"] = run_internal::EncodeStatus(health);
         (void)run_internal::WriteMessage(kAnswerFd, answer.dump());

@@ -123,3 +123,38 @@ def test_shards_merge_into_the_unsharded_run(corpus, tmp_path):
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     assert _verdicts(merged) == _verdicts(whole)
     assert "CRASH" in done.stdout  # the faults, grouped, in the merged summary
+
+
+@pytest.fixture(scope="module")
+def triton_corpus(tmp_path_factory):
+    """The regression cases of triton_attn's calling convention, faithful mode."""
+    folder = tmp_path_factory.mktemp("triton_corpus")
+    for path in varlen.case_files():
+        with open(path) as f:
+            case = json.load(f)
+        if case["call"]["profile"] == "triton_attn" and case.get("mode") == "faithful":
+            shutil.copy(path, folder)
+    return str(folder)
+
+
+def _repro_verdicts(folder, fault, *extra):
+    done = subprocess.run(
+        [sys.executable, "-m", "varlen", "repro", folder, "--load=fault_backends:CALL_BACKENDS",
+         "--backend=fault_call", "--json", *extra],
+        env=_env(fault), capture_output=True, text=True, timeout=600)
+    assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
+    return {o["case"]: o for o in json.loads(done.stdout)}
+
+
+# A call-level backend's forward runs in the worker too: the worker makes the
+# call again from its case.
+@pytest.mark.parametrize("fault", ["segfault", "exit0"])
+def test_a_call_level_backend_that_faults_fails_only_its_faulting_calls(fault, triton_corpus):
+    fault_free = _repro_verdicts(triton_corpus, "none", "--in-process")
+    faulty = _repro_verdicts(triton_corpus, fault)
+    assert set(faulty) == set(fault_free), "the run did not finish"
+    changed = [name for name in faulty if faulty[name] != fault_free[name]]
+    assert changed, "no call faulted"
+    for name in changed:
+        assert faulty[name]["verdict"] == "FAIL", faulty[name]
+        assert EXPECTED[fault] in json.dumps(faulty[name]), faulty[name]

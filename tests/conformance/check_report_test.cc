@@ -13,13 +13,14 @@ namespace {
 using ::testing::HasSubstr;
 
 CheckItem Item(int64_t ordinal, const std::string& name, CheckStatus status,
-               const std::string& fault = "") {
+               const std::string& fault = "", int64_t tokens = -1) {
   CheckItem item{"cpu_flash", ordinal < 3 ? "corpus" : "property", name, status};
   item.ordinal = ordinal;
   item.seconds = 0.25;
   item.message = status == CheckStatus::kFail ? "why\nin full" : "";
   item.fault = fault;
   item.fault_signature = fault.empty() ? "" : fault + ": signal 11 (SIGSEGV)";
+  item.tokens = tokens;
   return item;
 }
 
@@ -29,9 +30,9 @@ CheckReport Whole() {
   report.tier = Tier::kFull;
   report.backends = {"cpu_flash"};
   report.properties = {"Numerics", "SequenceAlone"};
-  report.items = {Item(0, "a", CheckStatus::kPass), Item(1, "b", CheckStatus::kFail, "CRASH"),
+  report.items = {Item(0, "a", CheckStatus::kPass), Item(1, "b", CheckStatus::kFail, "CRASH", 40),
                   Item(2, "c", CheckStatus::kUnsupported), Item(3, "Numerics", CheckStatus::kXFail),
-                  Item(4, "SequenceAlone", CheckStatus::kFail, "CRASH")};
+                  Item(4, "SequenceAlone", CheckStatus::kFail, "CRASH", 7)};
   report.counters["cpu_flash"] = {{"workers_started", 3}, {"crash", 2}};
   return report;
 }
@@ -114,13 +115,27 @@ TEST(CheckReportTest, MergeRefusesWhatIsNotOneRun) {
 TEST(CheckReportTest, FaultsAreGroupedBySignature) {
   const std::vector<std::string> lines = FaultGroupLines(Whole());
   ASSERT_EQ(lines.size(), 1u);
-  EXPECT_EQ(lines[0], "  2 x CRASH: signal 11 (SIGSEGV) [cpu_flash]: b, SequenceAlone");
+  // The smallest case first.
+  EXPECT_EQ(lines[0], "  2 x CRASH: signal 11 (SIGSEGV) [cpu_flash]: SequenceAlone, b");
   const std::string text = CheckResultText(Whole(), {});
   EXPECT_THAT(text, HasSubstr("2 failed (2 CRASH)"));
   EXPECT_THAT(CheckJUnitXml(Whole()), HasSubstr("type=\"CRASH\""));
   EXPECT_THAT(CheckJUnitXml(Whole()),
               HasSubstr("<property name=\"workers_started\" value=\"3\"/>"));
   EXPECT_THAT(CheckMatrixMarkdown(Whole()), HasSubstr("- 2 x CRASH"));
+}
+
+TEST(CheckReportTest, AGroupListsItsThreeSmallestCasesAndThoseOfUnknownSizeLast) {
+  CheckReport report = Whole();
+  report.items = {Item(0, "unknown", CheckStatus::kFail, "CRASH"),
+                  Item(1, "big", CheckStatus::kFail, "CRASH", 900),
+                  Item(2, "small", CheckStatus::kFail, "CRASH", 3),
+                  Item(3, "also_small", CheckStatus::kFail, "CRASH", 3),
+                  Item(4, "middle", CheckStatus::kFail, "CRASH", 50)};
+  EXPECT_EQ(
+      FaultGroupLines(report),
+      std::vector<std::string>{
+          "  5 x CRASH: signal 11 (SIGSEGV) [cpu_flash]: small, also_small, middle (+2 more)"});
 }
 
 TEST(ShardTest, ReadsGoogleTestsVariables) {

@@ -101,6 +101,9 @@ struct CheckItem {
   std::string fault = {};
   std::string fault_signature = {};
   int64_t ordinal = 0;  // its place in the unsharded run's order
+  // The query tokens of its case (of a failing property's shrunk case; -1
+  // when there is none): a fault group lists its smallest cases first.
+  int64_t tokens = -1;
 };
 
 struct CheckReport {

@@ -61,8 +61,8 @@ struct EngineCallResult {
   // message.
   std::optional<std::string> raised_type;
   std::string raised_message;
-  // What forward returned, copied to the host: [T, Hq, Dv] or the caller's
-  // 4-d shape. Unset when it raised.
+  // What forward returned, copied to the host (contiguous): [T, Hq, Dv] or
+  // the caller's 4-d shape. Unset when it raised.
   std::optional<Tensor> output;
   // Host syncs and copies seen during the call; unset where they cannot be
   // observed.

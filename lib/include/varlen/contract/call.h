@@ -165,6 +165,9 @@ struct AttentionCall {
   // cu_seqlens and kwargs are MMEncoderAttention.forward's arguments.
   VllmLayer vllm_layer;
   VllmVersion vllm = kLatestVllmVersion;
+  // The JSON of the case the harness made this call from (empty for a call
+  // made by hand): a worker process makes the same call again from it.
+  std::string case_json;
 };
 
 }  // namespace varlen
