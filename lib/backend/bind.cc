@@ -306,6 +306,15 @@ absl::Status RuntimeError(absl::string_view message) {
   return PythonError(PyErrorKind::kRuntimeError, message);
 }
 
+constexpr absl::string_view kCapabilityPayload = "varlen/kernel-capability-limit";
+
+// A RuntimeError that refuses the geometry (IsKernelCapabilityLimit).
+absl::Status CapabilityLimit(absl::string_view message) {
+  absl::Status status = RuntimeError(message);
+  status.SetPayload(kCapabilityPayload, absl::Cord("1"));
+  return status;
+}
+
 // FlashAttention's C++ entry checks on cu_seqlens_q, in the order of the
 // build: FA2's mha_varlen_fwd checks the dtype, then the device, then
 // contiguity; FA3's mha_fwd the device, contiguity, then the dtype.
@@ -325,6 +334,89 @@ absl::Status CheckFlashCuSeqlens(const Tensor& cu, const Tensor& q, int fa_versi
   return absl::OkStatus();
 }
 
+// The entry checks of vLLM's FlashAttention builds (vllm-project/
+// flash-attention, whose checks and texts are Dao-AILab/flash-attention
+// v2.8.3's; line numbers are v2.8.3's). vLLM's wrapper passes one tensor as
+// cu_seqlens_q and cu_seqlens_k, and makes q, k and v contiguous first
+// (maybe_contiguous), so the checks on cu_seqlens_k and on q's, k's and v's
+// last stride pass whenever those before them do. q, k and v are 3-d here.
+//
+// Before any size is read: the dtypes, then cu_seqlens_q.
+absl::Status CheckFlashDtypesAndCuSeqlens(const ResolvedArgs& call, const Tensor& cu,
+                                          int fa_version) {
+  const DType dtype = call.q.dtype();
+  const bool half = dtype == DType::kFloat16 || dtype == DType::kBFloat16;
+  if (!half) {
+    return CapabilityLimit(fa_version == 2
+                               // csrc/flash_attn/flash_api.cpp:545
+                               ? "FlashAttention only support fp16 and bf16 data type"
+                               // hopper/flash_api.cpp:680 (this harness has no fp8 dtype)
+                               : "FlashAttention only supports fp16, bf16, and fp8_e4m3 data type");
+  }
+  // csrc/flash_attn/flash_api.cpp:547-548, hopper/flash_api.cpp:686-687
+  if (call.k.dtype() != dtype) return CapabilityLimit("query and key must have the same dtype");
+  if (call.v.dtype() != dtype) return CapabilityLimit("query and value must have the same dtype");
+  // csrc/flash_attn/flash_api.cpp:549-569, hopper/flash_api.cpp:708-710
+  return CheckFlashCuSeqlens(cu, call.q, fa_version);
+}
+
+// Then the head sizes and shapes, once FA2 has checked the batch.
+absl::Status CheckFlashHeadsAndShapes(const ResolvedArgs& call, const Tensor& cu, int fa_version) {
+  const int64_t heads = call.q.size(1), head_size = call.q.size(2);
+  const int64_t kv_heads = call.k.size(1), head_size_v = call.v.size(2);
+  // csrc/flash_attn/flash_api.cpp:604, hopper/flash_api.cpp:745
+  if (head_size > 256) {
+    return CapabilityLimit("FlashAttention forward only supports head dimension at most 256");
+  }
+  if (fa_version == 2 && head_size % 8 != 0) {  // csrc/flash_attn/flash_api.cpp:605
+    return CapabilityLimit(
+        "query, key, value, and out_ must have a head_size that is a multiple of 8");
+  }
+  if (kv_heads == 0) {
+    return absl::UnimplementedError(
+        "num_heads % num_heads_k with no key/value heads divides by zero in the kernel's entry: "
+        "not modelled");
+  }
+  // csrc/flash_attn/flash_api.cpp:606, hopper/flash_api.cpp:746
+  if (heads % kv_heads != 0) {
+    return CapabilityLimit("Number of heads in key/value must divide number of heads in query");
+  }
+  // hopper/flash_api.cpp:748-750 (vLLM runs FA3 on Hopper only, so the
+  // next check, "Only Hopper supports different V headdim", passes).
+  if (fa_version == 3 && head_size_v != head_size &&
+      !((head_size > 128 && head_size <= 192 && head_size_v > 96 && head_size_v <= 128) ||
+        (head_size <= 64 && head_size_v <= 512))) {
+    return CapabilityLimit(
+        "If V headdim is different from Q/K dim, we only support Q/K headdim in (128, 192] and V "
+        "headdim in (96, 128], or (Q/K <= 64 and V <= 512).");
+  }
+  // FA2 checks q, k, v, then cu_seqlens (csrc/flash_attn/flash_api.cpp:611-622);
+  // FA3 q, cu_seqlens, then k and v (hopper/flash_api.cpp:775-784). q's
+  // shape holds by construction (its sizes are read from it).
+  const bool k_ok = call.k.size(2) == head_size;
+  const bool v_ok = call.v.size(0) == call.k.size(0) && call.v.size(1) == kv_heads &&
+                    (fa_version == 3 || head_size_v == head_size);
+  const bool cu_ok = cu.dim() == 1;
+  const absl::Status bad_k = RuntimeError("k must have shape (total_k, num_heads_k, head_size)");
+  const absl::Status bad_v =
+      RuntimeError(fa_version == 2 ? "v must have shape (total_k, num_heads_k, head_size)"
+                                   : "v must have shape (total_k, num_heads_k, head_size_v)");
+  const absl::Status bad_cu = RuntimeError("cu_seqlens_q must have shape (batch_size + 1)");
+  if (fa_version == 2) {
+    if (!k_ok) return bad_k;
+    if (!v_ok) return bad_v;
+    if (!cu_ok) return bad_cu;
+    return absl::OkStatus();
+  }
+  if (!cu_ok) return bad_cu;
+  if (!k_ok) return bad_k;
+  if (!v_ok) return bad_v;
+  // hopper/flash_api.cpp:819-821 (alignment 8 for fp16 and bf16)
+  if (head_size % 8 != 0) return CapabilityLimit("head_size should be a multiple of 8");
+  if (head_size_v % 8 != 0) return CapabilityLimit("head_size_v should be a multiple of 8");
+  return absl::OkStatus();
+}
+
 // The entry checks are FlashAttention's; the other kernels of the family
 // are modelled with the same checks.
 absl::StatusOr<KernelCall> BindFlashVarlen(const ResolvedArgs& call, const FlashVarlenArgs& args) {
@@ -334,15 +426,23 @@ absl::StatusOr<KernelCall> BindFlashVarlen(const ResolvedArgs& call, const Flash
                        "q must have shape (total_q, num_heads, head_dim)");
   }
   VARLEN_ASSIGN_OR_RETURN(Tensor cu, CuSeqlensArgument(args.cu_seqlens, kFunction, "cu_seqlens_q"));
-  VARLEN_RETURN_IF_ERROR(CheckFlashCuSeqlens(cu, call.q, args.fa_version));
-  if (args.fa_version != 0 && args.max_seqlen.kind() == Value::Kind::kFloat) {
+  const bool vllm_build = args.fa_version != 0;
+  // The op's schema refuses a float before the kernel runs.
+  if (vllm_build && args.max_seqlen.kind() == Value::Kind::kFloat) {
     return absl::UnimplementedError(absl::StrCat(
         "max_seqlen_q=", args.max_seqlen.Repr(),
         " (a float tensor's .item()): the FlashAttention op's dispatcher refuses a float for its "
         "int argument; that message is not modelled"));
   }
+  const bool checked_shapes = vllm_build && call.k.dim() == 3 && call.v.dim() == 3;
+  if (!vllm_build) VARLEN_RETURN_IF_ERROR(CheckFlashCuSeqlens(cu, call.q, args.fa_version));
   VARLEN_ASSIGN_OR_RETURN(int64_t max_seqlen,
                           IntArgument(args.max_seqlen, kFunction, "max_seqlen_q"));
+  if (checked_shapes) {
+    VARLEN_RETURN_IF_ERROR(CheckFlashDtypesAndCuSeqlens(call, cu, args.fa_version));
+  } else if (vllm_build) {
+    VARLEN_RETURN_IF_ERROR(CheckFlashCuSeqlens(cu, call.q, args.fa_version));
+  }
   const int64_t batch = std::max<int64_t>(cu.numel() - 1, 0);
   if (args.fa_version == 2) {
     // mha_varlen_fwd swaps heads into the sequence axis for one-row queries
@@ -356,6 +456,7 @@ absl::StatusOr<KernelCall> BindFlashVarlen(const ResolvedArgs& call, const Flash
     }
     if (batch == 0) return RuntimeError("batch size must be positive");
   }
+  if (checked_shapes) VARLEN_RETURN_IF_ERROR(CheckFlashHeadsAndShapes(call, cu, args.fa_version));
   KernelCallBuilder builder(call.q, call.k, call.v, args.scale, call.q.dtype());
   for (int64_t b = 0; b < batch; ++b) {
     // The kernel computes each length in int32: a wrapped offset gives a
@@ -437,9 +538,9 @@ absl::StatusOr<KernelCall> BindAscend(const ResolvedArgs& call, const AscendArgs
     }
     builder.AddTokenSequence(args.row_starts[b], length);
   }
-  return builder.Finish(absl::StrCat("npu_fused_infer_attention_score (TND): ",
-                                     args.actual_seq_lengths.size(), " sequences",
-                                     args.padded ? ", padding rows left unwritten" : ""));
+  return builder.Finish(
+      absl::StrCat("npu_fused_infer_attention_score (TND): ", args.actual_seq_lengths.size(),
+                   " sequences", args.padded ? ", padding rows left unwritten" : ""));
 }
 
 // The keys [begin, end) one mask row attends to, within its batch item.
@@ -521,13 +622,18 @@ absl::StatusOr<KernelCall> BindArgs(const ResolvedArgs& resolved) {
   if (const auto* a = std::get_if<FlashinferCudnnArgs>(&resolved.args)) {
     return BindFlashinferCudnn(resolved, *a);
   }
-  if (const auto* a = std::get_if<FlashVarlenArgs>(&resolved.args)) return BindFlashVarlen(resolved, *a);
+  if (const auto* a = std::get_if<FlashVarlenArgs>(&resolved.args))
+    return BindFlashVarlen(resolved, *a);
   if (const auto* a = std::get_if<TritonArgs>(&resolved.args)) return BindTriton(resolved, *a);
   if (const auto* a = std::get_if<AscendArgs>(&resolved.args)) return BindAscend(resolved, *a);
   return BindSdpa(resolved, std::get<SdpaArgs>(resolved.args));
 }
 
 }  // namespace
+
+bool IsKernelCapabilityLimit(const absl::Status& status) {
+  return status.GetPayload(kCapabilityPayload).has_value();
+}
 
 absl::StatusOr<KernelCall> BindForKernel(const ResolvedArgs& resolved) {
   absl::StatusOr<KernelCall> call = BindArgs(resolved);

@@ -419,6 +419,16 @@ void CaseRunner::Execute(const Backend& backend, Outcome* outcome) {
 
   absl::StatusOr<KernelCall> kernel = BindForKernel(*outcome->resolution->args);
   if (!kernel.ok()) {
+    // A geometry the profile's kernel refuses is out of scope for a hardened
+    // call and for a case that expects no error (the generated correct
+    // calls); a faithful case that expects the refusal gets it.
+    if (IsKernelCapabilityLimit(kernel.status()) &&
+        (case_.mode == Mode::kHardened ||
+         (case_.expect.has_value() && case_.expect->outcome != Expectation::Outcome::kError))) {
+      return unsupported(absl::UnimplementedError(
+          absl::StrCat("the profile's kernel does not take this geometry (",
+                       FormatPythonError(kernel.status()), ")")));
+    }
     if (PythonErrorKindOf(kernel.status()).has_value()) {
       const bool after = kernel.status() == outcome->resolution->args->after_kernel;
       return raised(kernel.status(), after ? "library, after the kernel" : "kernel entry");

@@ -202,6 +202,24 @@ def _gqa_one_row(engine, a, m):
             q.shape[1] > k.shape[1] and q.numel() == int(m.group(1)))
 
 
+def _not_half(engine, a, m):
+    return str(a["q"].dtype) not in ("torch.float16", "torch.bfloat16")
+
+
+def _head_size(a):
+    return a["q"].shape[-1]
+
+
+def _shape_refused(name):
+    def test(engine, a, m):
+        q, k, v = a["q"], a["k"], a["v"]
+        if name == "k":
+            return k.dim() != 3 or k.shape[2] != q.shape[2]
+        return v.dim() != 3 or tuple(v.shape[:2]) != tuple(k.shape[:2]) or (
+            m.group(1) is None and v.shape[2] != q.shape[2])
+    return test
+
+
 def _triton_host_pointer(engine, a, m):
     return any(not engine.device.is_device(a[name]) for name in ("b_start_loc", "b_seq_len"))
 
@@ -216,6 +234,31 @@ KERNEL_ENTRY = [
     (re.compile(r"^batch size must be positive$"), "flash_attn_varlen_func", _batch_not_positive),
     (re.compile(r"^shape '\[\d+, \d+, \d+, \d+\]' is invalid for input of size (\d+)$"),
      "flash_attn_varlen_func", _gqa_one_row),
+    # The dtype, head size and shape checks of FA2's mha_varlen_fwd and FA3's
+    # mha_fwd (flash_api.cpp).
+    (re.compile(r"^FlashAttention only supports? fp16(,)? (and )?bf16(, and fp8_e4m3)? data type$"),
+     "flash_attn_varlen_func", _not_half),
+    (re.compile(r"^query and key must have the same dtype$"), "flash_attn_varlen_func",
+     lambda e, a, m: a["k"].dtype != a["q"].dtype),
+    (re.compile(r"^query and value must have the same dtype$"), "flash_attn_varlen_func",
+     lambda e, a, m: a["v"].dtype != a["q"].dtype),
+    (re.compile(r"^FlashAttention forward only supports head dimension at most 256$"),
+     "flash_attn_varlen_func", lambda e, a, m: _head_size(a) > 256),
+    (re.compile(r"^(query, key, value, and out_ must have a head_size that is a multiple of 8|"
+                r"head_size should be a multiple of 8)$"),
+     "flash_attn_varlen_func", lambda e, a, m: _head_size(a) % 8 != 0),
+    (re.compile(r"^head_size_v should be a multiple of 8$"), "flash_attn_varlen_func",
+     lambda e, a, m: a["v"].shape[-1] % 8 != 0),
+    (re.compile(r"^Number of heads in key/value must divide number of heads in query$"),
+     "flash_attn_varlen_func", lambda e, a, m: a["q"].shape[1] % a["k"].shape[1] != 0),
+    (re.compile(r"^k must have shape \(total_k, num_heads_k, head_size\)$"),
+     "flash_attn_varlen_func", _shape_refused("k")),
+    (re.compile(r"^v must have shape \(total_k, num_heads_k, head_size(_v)?\)$"),
+     "flash_attn_varlen_func", _shape_refused("v")),
+    (re.compile(r"^cu_seqlens_q must have shape \(batch_size \+ 1\)$"), "flash_attn_varlen_func",
+     _flash_cu(lambda e, cu: cu.dim() != 1)),
+    (re.compile(r"^If V headdim is different from Q/K dim, "), "flash_attn_varlen_func",
+     lambda e, a, m: a["v"].shape[-1] != a["q"].shape[-1]),
     (re.compile(r"^Pointer argument cannot be accessed from Triton \(cpu tensor\?\)$"),
      "context_attention_fwd", _triton_host_pointer),
 ]

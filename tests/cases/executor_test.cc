@@ -271,6 +271,40 @@ TEST(ExecutorTest, KernelEntryErrorIsReportedAtTheKernelStage) {
   EXPECT_EQ(o.verdict, Verdict::kPass);
 }
 
+// vLLM's FlashAttention 2 refuses a head size off the multiples of 8 at its
+// entry. That is what a faithful case expecting it gets; a hardened call, or
+// a case that expects success (a generated correct call), is unsupported:
+// the geometry, not the argument handling, is refused.
+TEST(ExecutorTest, AGeometryTheKernelRefusesIsAnErrorOnlyWhereExpected) {
+  json j = json::parse(R"({
+    "name": "fa2-head-size-12", "source": "test", "engine": "vllm", "vllm": "0.33.0", "mode": "faithful",
+    "geometry": {"seq_lens": [5, 3], "num_heads": 2, "head_dim": 12, "dtype": "bfloat16"},
+    "data": {"seed": 1, "distribution": "normal"},
+    "call": {"profile": "FLASH_ATTN/fa2", "layout": "batched", "seq_len": 8,
+             "cu_seqlens": {"tensor": [0, 5, 8], "dtype": "int32", "device": "cuda"},
+             "kwargs": {"max_seqlen": {"tensor": [5], "dtype": "int32", "device": "cpu",
+                                       "shape": []}}},
+    "expect": {"outcome": "error", "error": "RuntimeError",
+               "message": "query, key, value, and out_ must have a head_size that is a multiple of 8"}
+  })");
+  const Outcome expected = RunCase(ParseOrDie(j), Reference());
+  EXPECT_EQ(expected.error_stage, "kernel entry");
+  EXPECT_EQ(expected.verdict, Verdict::kPass) << FormatPythonError(expected.error);
+
+  j["expect"] = {{"outcome", "success"}};
+  const Outcome generated = RunCase(ParseOrDie(j), Reference());
+  EXPECT_EQ(generated.verdict, Verdict::kUnsupported);
+  EXPECT_THAT(generated.unsupported.message(), HasSubstr("does not take this geometry"));
+
+  j["mode"] = "hardened";
+  EXPECT_EQ(RunCase(ParseOrDie(j), Reference()).verdict, Verdict::kUnsupported);
+
+  // Without an expectation (a call replayed to see what happens), the refusal.
+  j["mode"] = "faithful";
+  j.erase("expect");
+  EXPECT_EQ(RunCase(ParseOrDie(j), Reference()).observed, Observed::kError);
+}
+
 // ---------------------------------------------------------------------------
 // Forward runs
 

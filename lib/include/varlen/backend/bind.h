@@ -113,6 +113,12 @@ class KernelCall {
 // are the kernel's own entry checks.
 absl::StatusOr<KernelCall> BindForKernel(const ResolvedArgs& resolved);
 
+// True for an entry check that refuses the case's geometry itself (a dtype,
+// a head size the kernel was not built for), not the form of an argument:
+// the engine raises it whatever its argument handling, so a hardened call
+// of that geometry is unsupported by the profile, not wrong.
+bool IsKernelCapabilityLimit(const absl::Status& status);
+
 // The ground-truth launch: token lengths `lengths` packed back to back, every
 // row computed, the output in `output_dtype`. This is what the float64
 // reference runs on, independent of any resolved argument.
