@@ -449,7 +449,8 @@ absl::StatusOr<KernelCall> BindFlashVarlen(const ResolvedArgs& call, const Flash
     // under GQA, a reshape that assumes every sequence has exactly one row
     // (Dao-AILab/flash-attention#1537).
     const int64_t heads = call.q.size(1), kv_heads = call.k.size(1), dim = call.q.size(2);
-    if (max_seqlen == 1 && heads > kv_heads && dim % 8 == 0 && call.q.size(0) != batch) {
+    if (max_seqlen == 1 && kv_heads > 0 && heads > kv_heads && dim % 8 == 0 &&
+        call.q.size(0) != batch) {
       return RuntimeError(absl::StrCat("shape '[", batch, ", ", kv_heads, ", ", heads / kv_heads,
                                        ", ", dim, "]' is invalid for input of size ",
                                        call.q.numel()));
