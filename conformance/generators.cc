@@ -19,11 +19,17 @@ rc::Gen<DType> GenFloatDType() {
 rc::Gen<TensorLiteral> GenIntTensorLiteral(const std::vector<int64_t>& hint) {
   return rc::gen::exec([hint] {
     TensorLiteral t;
-    t.dtype = *rc::gen::element(DType::kInt32, DType::kInt64);
+    // Now and then a bool tensor, which torch refuses to subtract.
+    t.dtype = *rc::gen::weightedOneOf<DType>({{4, rc::gen::just(DType::kInt32)},
+                                              {4, rc::gen::just(DType::kInt64)},
+                                              {1, rc::gen::just(DType::kBool)}});
     t.device = *rc::gen::element(Device::kCpu, Device::kCuda);
     t.ints = *rc::gen::weightedOneOf<std::vector<int64_t>>(
         {{3, rc::gen::just(hint)},
          {1, rc::gen::container<std::vector<int64_t>>(rc::gen::inRange<int64_t>(-3, 2000))}});
+    if (t.dtype == DType::kBool) {
+      for (int64_t& v : t.ints) v = v != 0;
+    }
     if (*rc::gen::inRange(0, 4) == 0) t.shape = Shape{static_cast<int64_t>(t.ints.size()), 1, 1, 1};
     return t;
   });

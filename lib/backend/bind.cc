@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "core/tensor_ops.h"
 #include "varlen/core/status.h"
 
 namespace varlen {
@@ -474,27 +475,106 @@ absl::StatusOr<KernelCall> BindFlashVarlen(const ResolvedArgs& call, const Flash
       batch, " sequences, max_seqlen=", max_seqlen, " -> rows covered per sequence ", rows));
 }
 
+namespace {
+
+absl::Status TypeError(std::string message) {
+  return PythonError(PyErrorKind::kTypeError, message);
+}
+
+// Python's a // b for b > 0.
+int64_t FloorDiv(int64_t a, int64_t b) { return a / b - (a % b < 0 ? 1 : 0); }
+
+// triton.cdiv(max_input_len, block), i.e. (x + (block - 1)) // block with
+// Python's operators, then the launcher's PyArg_ParseTuple("i") of that grid
+// axis (triton 3.9, backends/nvidia/driver.c launch(): "iiiKKpp..."): a
+// float reaches the launcher and is refused there; a tensor is read by its
+// __index__ (a host sync on the device).
+absl::StatusOr<int64_t> TritonGridBlocks(const Value& max_input_len, int64_t block) {
+  int64_t x = 0;
+  switch (max_input_len.kind()) {
+    case Value::Kind::kBool:
+      x = max_input_len.as_bool() ? 1 : 0;
+      break;
+    case Value::Kind::kInt:
+      x = max_input_len.as_int();
+      break;
+    case Value::Kind::kFloat:
+      return TypeError("'float' object cannot be interpreted as an integer");
+    case Value::Kind::kStr:
+      return TypeError("can only concatenate str (not \"int\") to str");
+    case Value::Kind::kList:
+      return TypeError("can only concatenate list (not \"int\") to list");
+    case Value::Kind::kTensor: {
+      const Tensor& t = max_input_len.as_tensor();
+      if (IsFloatingPoint(t.dtype()) || t.numel() != 1) {
+        return TypeError("only integer tensors of a single element can be converted to an index");
+      }
+      VARLEN_ASSIGN_OR_RETURN(Value item,
+                              internal::Item(t, "triton.cdiv(max_input_len).__index__()"));
+      x = item.kind() == Value::Kind::kBool ? item.as_bool() : item.as_int();
+      if (t.dtype() == DType::kInt32) {  // the sum is an int32 tensor: it wraps
+        return FloorDiv(WrapInt32(x + (block - 1)), block);
+      }
+      break;
+    }
+    default:
+      return TypeError(absl::StrCat("unsupported operand type(s) for +: '",
+                                    max_input_len.TypeName(), "' and 'int'"));
+  }
+  // Python's ints do not overflow; C's "i" refuses what an int cannot hold.
+  const int64_t blocks = x > std::numeric_limits<int64_t>::max() - block
+                             ? x / block + 1
+                             : FloorDiv(x + block - 1, block);
+  if (blocks > std::numeric_limits<int32_t>::max()) {
+    return PythonError(PyErrorKind::kOverflowError, "signed integer is greater than maximum");
+  }
+  if (blocks < std::numeric_limits<int32_t>::min()) {
+    return PythonError(PyErrorKind::kOverflowError, "signed integer is less than minimum");
+  }
+  return blocks;
+}
+
+// A tensor handed to a Triton kernel as a pointer (driver.c extractPointer):
+// an empty tensor's data_ptr() is 0, a valid null pointer; any other host
+// tensor is refused.
+absl::Status CheckTritonPointer(const Tensor& t, Device kernel_device) {
+  if (t.numel() == 0 || t.device() == kernel_device) return absl::OkStatus();
+  return PythonError(PyErrorKind::kValueError,
+                     "Pointer argument cannot be accessed from Triton (cpu tensor?)");
+}
+
+}  // namespace
+
+// context_attention_fwd (SGLang's kernels/ops/attention/prefill_attention.py
+// and vLLM's v1/attention/ops/triton_prefill_attention.py share the steps):
+// batch = b_seq_len.shape[0]; grid = (batch, heads, triton.cdiv(max_input_len,
+// BLOCK)); the launch's arguments (o.stride(0) among them); then the
+// launcher parses the grid and the pointers, and skips a grid of no blocks.
 absl::StatusOr<KernelCall> BindTriton(const ResolvedArgs& call, const TritonArgs& args) {
   constexpr absl::string_view kFunction = "context_attention_fwd";
-  VARLEN_ASSIGN_OR_RETURN(Tensor cu, CuSeqlensArgument(args.cu_seqlens, kFunction, "b_start_loc"));
-  VARLEN_ASSIGN_OR_RETURN(Tensor seq_lens,
-                          CuSeqlensArgument(args.seq_lens, kFunction, "b_seq_len"));
-  VARLEN_ASSIGN_OR_RETURN(int64_t max_seqlen,
-                          IntArgument(args.max_seqlen, kFunction, "max_input_len"));
-  // The launcher reads o.stride(0) while it builds the launch, before Triton
-  // checks any pointer (SGLang's real context_attention_fwd, run by the
-  // call-level entry, raises there).
+  if (!args.seq_lens.is_tensor()) {
+    return PythonError(
+        PyErrorKind::kAttributeError,
+        absl::StrCat("'", args.seq_lens.TypeName(), "' object has no attribute 'shape'"));
+  }
+  const Tensor seq_lens = args.seq_lens.as_tensor();
+  if (seq_lens.dim() == 0) return PythonError(PyErrorKind::kIndexError, "tuple index out of range");
+  VARLEN_ASSIGN_OR_RETURN(const int64_t blocks,
+                          TritonGridBlocks(args.max_seqlen, kTritonBlockRows));
   if (args.output_from_workspace && !args.output_ws.is_tensor()) {
     return PythonError(
         PyErrorKind::kAttributeError,
         absl::StrCat("'", args.output_ws.TypeName(), "' object has no attribute 'stride'"));
   }
-  for (const Tensor* t : {&cu, &seq_lens}) {
-    if (t->device() != call.q.device()) {
-      return PythonError(PyErrorKind::kValueError,
-                         "Pointer argument cannot be accessed from Triton (cpu tensor?)");
-    }
+  if (!args.cu_seqlens.is_tensor()) {
+    // None specializes as a constexpr; an int is taken as a raw address.
+    return absl::UnimplementedError(absl::StrCat(kFunction,
+                                                 " given b_start_loc=", args.cu_seqlens.Repr(),
+                                                 ": Triton's response is not modelled"));
   }
+  const Tensor cu = args.cu_seqlens.as_tensor();
+  VARLEN_RETURN_IF_ERROR(CheckTritonPointer(cu, call.q.device()));
+  VARLEN_RETURN_IF_ERROR(CheckTritonPointer(seq_lens, call.q.device()));
   KernelCallBuilder builder(call.q, call.k, call.v, args.scale, call.q.dtype());
   if (args.output_from_workspace) {
     // The kernel writes [T, Hq, Dv] through the workspace's strides.
@@ -510,18 +590,20 @@ absl::StatusOr<KernelCall> BindTriton(const ResolvedArgs& call, const TritonArgs
     }
     builder.SetOutput(ws);
   }
-  // The grid's first axis is seq_lens.shape[0]; start offsets come from cu.
-  const int64_t batch = seq_lens.numel();
+  // The grid's first axis is b_seq_len.shape[0]; the kernel reads element
+  // b of each (a trailing dimension of size one changes nothing).
+  const int64_t batch = seq_lens.size(0);
+  const int64_t rows = blocks > 0 && batch > 0 ? blocks * kTritonBlockRows : 0;
   if (cu.numel() < batch) {
     return absl::OutOfRangeError(absl::StrCat(kFunction, " reads b_start_loc[0..", batch - 1,
                                               "] but it has ", cu.numel(),
                                               " entries: the kernel would read past the buffer"));
   }
   for (int64_t b = 0; b < batch; ++b) builder.AddTokenSequence(cu.IntAt(b), seq_lens.IntAt(b));
-  builder.LimitRows(GridRows(max_seqlen, kTritonBlockRows));
-  return builder.Finish(
-      absl::StrCat(kFunction, ": ", batch, " sequences, max_input_len=", max_seqlen,
-                   " -> rows covered per sequence ", GridRows(max_seqlen, kTritonBlockRows)));
+  builder.LimitRows(rows);
+  return builder.Finish(absl::StrCat(kFunction, ": ", batch,
+                                     " sequences, max_input_len=", args.max_seqlen.Repr(),
+                                     " -> rows covered per sequence ", rows));
 }
 
 absl::StatusOr<KernelCall> BindAscend(const ResolvedArgs& call, const AscendArgs& args) {

@@ -456,9 +456,7 @@ absl::StatusOr<Expectation::Outcome> ParseOutcome(absl::string_view name) {
 absl::StatusOr<PyErrorKind> ParseErrorKind(absl::string_view name) {
   if (std::optional<PyErrorKind> kind = ParsePyErrorKind(name)) return *kind;
   return absl::InvalidArgumentError(absl::StrCat(
-      "\"", name,
-      "\" is not a Python error kind this harness models (RuntimeError, TypeError, ValueError, "
-      "AssertionError, AttributeError, OverflowError, IndexError, ZeroDivisionError, Exception)"));
+      "\"", name, "\" is not a Python error kind this harness models (", PyErrorKindNames(), ")"));
 }
 
 absl::StatusOr<Expectation> ReadExpectation(const json& j, const std::string& path) {

@@ -45,7 +45,10 @@ absl::StatusOr<TritonArgs> ResolveFaithful(const ResolveContext& ctx) {
     // 0.5.23 (before, they kept cu_seqlens' device and dtype).
     Value seq_lens = ctx.kwargs.get("sequence_lengths");
     const bool derived = seq_lens.is_none();
-    if (derived) seq_lens = Value::FromTensor(Diff(cu));
+    if (derived) {
+      VARLEN_ASSIGN_OR_RETURN(Tensor lengths, SubtractShifted(cu));
+      seq_lens = Value::FromTensor(std::move(lengths));
+    }
     if (!seq_lens.is_tensor()) {
       return PythonError(PyErrorKind::kAttributeError,
                          absl::StrCat("'", seq_lens.TypeName(), "' object has no attribute 'to'"));

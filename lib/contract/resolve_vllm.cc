@@ -277,14 +277,13 @@ absl::StatusOr<ResolvedArgs> FaithfulFlashOrTriton(const ResolveContext& ctx, Pr
   SetInputs(&resolved, views.q, views.k, views.v);
   resolved.after_kernel = AfterKernel(ctx.call, views, /*rearranges=*/true);
   if (profile == Profile::kVllmTritonAttn) {
-    if (op.cu.dim() == 0) {
-      return PythonError(PyErrorKind::kIndexError, "slice() cannot be applied to a 0-dim tensor.");
-    }
+    // b_start_loc = cu[:-1], b_seq_len = cu[1:] - cu[:-1]: device-side
+    // (vit_attn_wrappers.py:192-193), a view of any shape and dtype.
+    VARLEN_ASSIGN_OR_RETURN(Tensor b_start_loc, WithoutLastRow(op.cu));
+    VARLEN_ASSIGN_OR_RETURN(Tensor b_seq_len, SubtractShifted(op.cu));
     TritonArgs args;
-    // b_start_loc = cu[:-1], b_seq_len = cu[1:] - cu[:-1]: device-side.
-    args.cu_seqlens = Value::FromTensor(
-        op.cu.numel() > 0 && op.cu.is_contiguous() ? op.cu.Slice(0, op.cu.numel() - 1) : op.cu);
-    args.seq_lens = Value::FromTensor(Diff(op.cu));
+    args.cu_seqlens = Value::FromTensor(std::move(b_start_loc));
+    args.seq_lens = Value::FromTensor(std::move(b_seq_len));
     args.max_seqlen = op.max_seqlen;
     args.scale = LayerScale(ctx.call);
     resolved.args = args;
@@ -353,13 +352,10 @@ absl::StatusOr<ResolvedArgs> FaithfulSdpa(const ResolveContext& ctx) {
   std::vector<int64_t> lens;
   if (!ctx.call.cu_seqlens.is_none()) {
     const Tensor& cu = ctx.call.cu_seqlens.as_tensor();
-    if (cu.dim() == 0) {
-      return PythonError(PyErrorKind::kIndexError, "slice() cannot be applied to a 0-dim tensor.");
-    }
     ctx.Note(
         "lens = (cu_seqlens[1:] - cu_seqlens[:-1]).tolist(); max_seqlen and "
         "sequence_lengths are never read");
-    const Tensor diffs = Diff(cu);
+    VARLEN_ASSIGN_OR_RETURN(const Tensor diffs, SubtractShifted(cu));
     constexpr absl::string_view kRead = "(cu_seqlens[1:] - cu_seqlens[:-1]).tolist()";
     // torch.split takes the list's elements as sizes: a nested list (a
     // multi-dimensional cu_seqlens) or floats are refused.

@@ -14,7 +14,8 @@ constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 // int(max(diff(cu)).item()), with the host sync it costs when cu is on the
 // device.
 absl::StatusOr<int64_t> MaxOfDiff(const Tensor& cu) {
-  VARLEN_ASSIGN_OR_RETURN(Tensor max, internal::Max(internal::Diff(cu)));
+  VARLEN_ASSIGN_OR_RETURN(Tensor lengths, internal::SubtractShifted(cu));
+  VARLEN_ASSIGN_OR_RETURN(Tensor max, internal::Max(lengths));
   VARLEN_ASSIGN_OR_RETURN(Value item,
                           internal::Item(max, "(cu_seqlens[1:] - cu_seqlens[:-1]).max().item()"));
   return PyInt(item, "max_seqlen");

@@ -5,6 +5,7 @@
 
 #include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace varlen {
 namespace {
@@ -17,7 +18,7 @@ struct KindName {
   absl::StatusCode code;
 };
 
-constexpr std::array<KindName, 9> kKinds = {{
+constexpr std::array<KindName, 10> kKinds = {{
     {PyErrorKind::kRuntimeError, "RuntimeError", absl::StatusCode::kFailedPrecondition},
     {PyErrorKind::kTypeError, "TypeError", absl::StatusCode::kInvalidArgument},
     {PyErrorKind::kValueError, "ValueError", absl::StatusCode::kInvalidArgument},
@@ -26,6 +27,7 @@ constexpr std::array<KindName, 9> kKinds = {{
     {PyErrorKind::kOverflowError, "OverflowError", absl::StatusCode::kOutOfRange},
     {PyErrorKind::kIndexError, "IndexError", absl::StatusCode::kOutOfRange},
     {PyErrorKind::kZeroDivisionError, "ZeroDivisionError", absl::StatusCode::kInvalidArgument},
+    {PyErrorKind::kNotImplementedError, "NotImplementedError", absl::StatusCode::kInvalidArgument},
     {PyErrorKind::kException, "Exception", absl::StatusCode::kUnavailable},
 }};
 
@@ -45,6 +47,11 @@ std::optional<PyErrorKind> ParsePyErrorKind(absl::string_view name) {
     if (k.name == name) return k.kind;
   }
   return std::nullopt;
+}
+
+std::string PyErrorKindNames() {
+  return absl::StrJoin(kKinds, ", ",
+                       [](std::string* out, const KindName& k) { absl::StrAppend(out, k.name); });
 }
 
 absl::Status PythonError(PyErrorKind kind, absl::string_view message) {

@@ -74,6 +74,32 @@ Tensor Diff(const Tensor& t) {
   return out;
 }
 
+namespace {
+
+absl::Status ZeroDimSliceError() {
+  return PythonError(PyErrorKind::kIndexError, "slice() cannot be applied to a 0-dim tensor.");
+}
+
+}  // namespace
+
+absl::StatusOr<Tensor> WithoutLastRow(const Tensor& t) {
+  if (t.dim() == 0) return ZeroDimSliceError();
+  Shape rows = t.shape();
+  rows[0] = std::max<int64_t>(rows[0] - 1, 0);
+  return t.AsStrided(rows, t.strides(), 0);
+}
+
+absl::StatusOr<Tensor> SubtractShifted(const Tensor& t) {
+  if (t.dim() == 0) return ZeroDimSliceError();
+  if (t.dtype() == DType::kBool) {
+    // aten/src/ATen/native/BinaryOps.cpp, sub_check (TORCH_CHECK_NOT_IMPLEMENTED).
+    return PythonError(PyErrorKind::kNotImplementedError,
+                       "Subtraction, the `-` operator, with two bool tensors is not supported. "
+                       "Use the `^` or `logical_xor()` operator instead.");
+  }
+  return Diff(t);
+}
+
 absl::StatusOr<Tensor> Max(const Tensor& t) {
   if (t.numel() == 0) {
     return PythonError(PyErrorKind::kRuntimeError,

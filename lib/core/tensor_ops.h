@@ -32,6 +32,15 @@ Tensor Contiguous(const Tensor& t);
 // (int32 wraps).
 Tensor Diff(const Tensor& t);
 
+// t[:-1]: a view of all rows but the last, trailing dimensions and strides
+// kept; IndexError for a 0-d tensor.
+absl::StatusOr<Tensor> WithoutLastRow(const Tensor& t);
+
+// `t[1:] - t[:-1]` as the engines write it: Diff with torch's errors, an
+// IndexError for a 0-d tensor (the slice) and a NotImplementedError for bool
+// (torch refuses `-` on bool tensors).
+absl::StatusOr<Tensor> SubtractShifted(const Tensor& t);
+
 // t.max() as a 0-d tensor on t's device. Empty input raises torch's
 // RuntimeError.
 absl::StatusOr<Tensor> Max(const Tensor& t);

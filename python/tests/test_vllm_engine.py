@@ -51,9 +51,10 @@ def tensor(values, dtype="int32", device="cuda", ident=3):
     return {"__tensor__": np.asarray(values, dtype=dtype), "device": device, "id": ident}
 
 
-def qkv(shape=(1, S, H, D), seed=0):
+def qkv(shape=(1, S, H, D), seed=0, dtype="float16"):
+    """float16 by default: FlashAttention's door takes fp16 and bf16 only."""
     rng = np.random.default_rng(seed)
-    return [tensor(rng.standard_normal(shape), "float32", ident=i) for i in range(3)]
+    return [tensor(rng.standard_normal(shape), dtype, ident=i) for i in range(3)]
 
 
 def call(profile, cu=None, inputs=None, layer=None, forward_metadata=None, **kwargs) -> dict:
@@ -141,9 +142,27 @@ def test_triton_hands_the_kernel_starts_and_lengths(engine):
     assert seen.ledger.host_syncs == []
 
 
+def test_the_kernels_doors_refuse_what_the_kernels_refuse(engine):
+    # FlashAttention's entry (mha_varlen_fwd) through the wheel's interface
+    # and the op's real schema; Triton's launcher through the wheel's
+    # context_attention_fwd.
+    seen = engine.call(call("FLASH_ATTN/fa2", CU, inputs=qkv(dtype="float32"), max_seqlen=CPU_MAX))
+    assert seen.raised == ("RuntimeError", "FlashAttention only support fp16 and bf16 data type")
+    seen = engine.call(call("FLASH_ATTN/fa3", tensor([0, 4, S], dtype="int64"), max_seqlen=CPU_MAX))
+    assert seen.raised == ("RuntimeError", "cu_seqlens_q must have dtype torch.int32")
+    seen = engine.call(call("TRITON_ATTN", CU, max_seqlen=tensor(6.0, "float32", "cpu", ident=4)))
+    assert seen.raised == ("TypeError", "'float' object cannot be interpreted as an integer")
+    seen = engine.call(call("TRITON_ATTN", tensor([0, 4, S], device="cpu"), max_seqlen=CPU_MAX))
+    assert seen.raised == ("ValueError",
+                           "Pointer argument cannot be accessed from Triton (cpu tensor?)")
+    # An empty host tensor's data_ptr() is 0: a valid null pointer.
+    seen = engine.call(call("TRITON_ATTN", tensor([0], device="cpu"), max_seqlen=CPU_MAX))
+    assert seen.raised is None
+
+
 def test_sdpa_runs_padded_segments_and_matches_a_per_segment_reference(engine):
     cu = [0, 4, 10, 10, 10]
-    inputs = qkv(seed=3)
+    inputs = qkv(seed=3, dtype="float32")
     seen = engine.call(call("TORCH_SDPA", tensor(cu), inputs=inputs))
     assert seen.raised is None and seen.capture.kernel is None
     assert len(seen.ledger.host_syncs) == 1  # (cu[1:] - cu[:-1]).tolist() on a device cu

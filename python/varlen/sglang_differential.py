@@ -697,7 +697,8 @@ def tally(row: dict, rules: Dict[str, Dict[str, Any]], profile: str,
 
 def print_table(result: dict, out) -> collections.Counter:
     """The backend x outcome table of a run; returns the column totals."""
-    columns = ("calls", "agree", "kernel_entry", "not_modelled", "explained", "differ")
+    columns = [c for c in ("calls", "agree", "kernel_entry", "not_modelled", "explained",
+                           "differ") if any(c in row for row in result["backends"].values())]
     print("  " + f"{'backend':17s}" + "".join(f"{c:>14s}" for c in columns), file=out)
     total = collections.Counter()
     for profile, row in result["backends"].items():

@@ -24,11 +24,15 @@ stand-in tree holding only what the two files use, on a CUDA platform:
   profile ("FLASH_ATTN/fa2", "FLASH_ATTN/fa3", "TRITON_ATTN", "TORCH_SDPA",
   "FLASHINFER"); `AttentionBackendEnum` is built from the members of the
   wheel's registry.py; the multimodal config is None (fp8 off);
-* the kernels are capture shims (sglang_differential's `Capture`):
-  `flash_attn_varlen_func` (with `fa_version` and `out`),
-  `context_attention_fwd` and FlashInfer's `cudnn_batch_prefill_with_kv_cache`
-  record every argument by name and return an output of the right shape;
-  TORCH_SDPA runs torch's scaled_dot_product_attention for real. FlashInfer's
+* the kernels' doors: the wheel's vllm_flash_attn interface runs unchanged
+  and calls FlashAttention's ops, registered with the schemas of the wheel's
+  libraries, whose kernels are `kernel_entry.FlashEntry`'s entry checks; the
+  wheel's `context_attention_fwd` runs unchanged up to Triton's launcher
+  (`kernel_entry.TritonJit` stands in for `triton.jit`). Both record their
+  arguments by name first (sglang_differential's `Capture`), as does
+  FlashInfer's `cudnn_batch_prefill_with_kv_cache`, a capture shim that
+  returns an output of the right shape. TORCH_SDPA runs torch's
+  scaled_dot_product_attention for real. FlashInfer's
   128 MiB workspace is a zero-stride stand-in of that size, never allocated.
 
 Device tensors are sglang_differential's: host tensors of a subclass, under a
@@ -42,8 +46,8 @@ device tensor.
 What it does not cover: the metadata builders (compute_max_seqlen,
 maybe_compute_seq_lens, maybe_recompute_cu_seqlens), backend selection and
 the platform's own checks are not run (the profile names the backend); fp8
-(the AITER and FlashInfer fp8 paths) is off; the kernels' entry checks and
-numerics are not run (only TORCH_SDPA computes); the ROCm, XPU and CPU
+(the AITER and FlashInfer fp8 paths) is off; the kernels' numerics are not
+run (only TORCH_SDPA computes) and their entry checks are kernel_entry's; the ROCm, XPU and CPU
 dispatch paths are not taken; and a host tensor is never a real device
 tensor, so torch's device-mismatch errors do not occur. The messages come
 from the torch this runs on, which need not be the torch vLLM pins.
@@ -57,6 +61,7 @@ import builtins
 import contextlib
 import contextvars
 import functools
+import inspect
 import json
 import logging
 import os
@@ -67,6 +72,7 @@ from pathlib import Path
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from varlen import _engine_source
+from varlen import kernel_entry
 from varlen import sglang_differential as sd
 
 VLLM_VERSION = "0.33.0"
@@ -76,12 +82,16 @@ LAYER_FILE = "vllm/model_executor/layers/attention/mm_encoder_attention.py"
 OPS_FILE = "vllm/v1/attention/ops/vit_attn_wrappers.py"
 TORCH_UTILS_FILE = "vllm/utils/torch_utils.py"
 REGISTRY_FILE = "vllm/v1/attention/backends/registry.py"
+TRITON_PREFILL_FILE = "vllm/v1/attention/ops/triton_prefill_attention.py"
+FLASH_INTERFACE_FILE = "vllm/vllm_flash_attn/flash_attn_interface.py"
 # Every file read from the wheel, pinned: the stand-ins below are written for these.
 SOURCE_SHA256 = {
     LAYER_FILE: "336e665cd84574d72185338018e0860850032d0ee39f584acaa64181243e0aba",
     OPS_FILE: "367aa96a4316915a8dd9fc725c3bef28c0e8185f9d9a6f8ecbe04b48df1b4b29",
     TORCH_UTILS_FILE: "6af248aa54c1c880a6cd46abba69207fd2d69992a7669648673fe99b18a8e911",
     REGISTRY_FILE: "c954908a4aa12b0d59b7edd29a0752e911027bdbfdf3659e53fa5e16020e03d2",
+    TRITON_PREFILL_FILE: "82f3ba37c24feed5ce8eaddc398f81a36fb3bdf7446c812570eb5eab88765be7",
+    FLASH_INTERFACE_FILE: "234b33a0816e5ddc91ae5a9ac7238dd33803bd086c92f97ab904720ce261bfc3",
 }
 OPS = ("flash_attn_maxseqlen_wrapper", "triton_attn_wrapper", "torch_sdpa_wrapper",
        "flashinfer_wrapper")
@@ -116,6 +126,10 @@ def wheel_path(download: bool = True) -> str:
 # --- device tensors ---------------------------------------------------------------------
 
 
+# The ops' namespaces: vLLM's own and its FlashAttention libraries'.
+_OP_NAMESPACES = ("vllm", "_vllm_fa2_C", "_vllm_fa3_C")
+
+
 class _Device(types.SimpleNamespace):
     """sglang_differential's device stand-in, with custom ops passed through."""
 
@@ -131,8 +145,9 @@ def device() -> _Device:
             # torch.ops.vllm.*: the dispatcher parses the arguments as given
             # (its type gate) and the kernel runs under this mode again.
             if (isinstance(func, torch._ops.OpOverloadPacket) and
-                    func._qualified_op_name.startswith("vllm::")) or \
-                    (isinstance(func, torch._ops.OpOverload) and func.namespace == "vllm"):
+                    func._qualified_op_name.split("::")[0] in _OP_NAMESPACES) or \
+                    (isinstance(func, torch._ops.OpOverload) and
+                     func.namespace in _OP_NAMESPACES):
                 return func(*args, **(kwargs or {}))
             return super().__torch_function__(func, types, args, kwargs)
 
@@ -167,20 +182,18 @@ def _output(q, v, out=None):
     return torch.zeros(q.shape[0], q.shape[1], v.shape[-1], dtype=q.dtype, device=q.device)
 
 
-def flash_attn_varlen_func(q, k, v, max_seqlen_q, cu_seqlens_q, max_seqlen_k, cu_seqlens_k=None,
-                           **kwargs):
-    """vllm_flash_attn's entry, named as it names its parameters."""
-    sd._record("flash_attn_varlen_func", q=q, k=k, v=v, max_seqlen_q=max_seqlen_q,
-               cu_seqlens_q=cu_seqlens_q, max_seqlen_k=max_seqlen_k, cu_seqlens_k=cu_seqlens_k,
-               **kwargs)
-    return _output(q, v, kwargs.get("out"))
+def _recorded(name: str, kernel: Callable) -> Callable:
+    """`kernel`, with the arguments of each call recorded by name first."""
+    signature = inspect.signature(kernel)
 
+    @functools.wraps(kernel)
+    def recorded(*args, **kwargs):
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        sd._record(name, **bound.arguments)
+        return kernel(*args, **kwargs)
 
-def context_attention_fwd(q, k, v, o, b_start_loc, b_seq_len, max_input_len, is_causal=True,
-                          softmax_scale=None, **kwargs):
-    sd._record("context_attention_fwd", q=q, k=k, v=v, o=o, b_start_loc=b_start_loc,
-               b_seq_len=b_seq_len, max_input_len=max_input_len, is_causal=is_causal,
-               softmax_scale=softmax_scale, **kwargs)
+    return recorded
 
 
 def cudnn_batch_prefill_with_kv_cache(q, k_cache, v_cache, scale, workspace_buffer, **kwargs):
@@ -223,6 +236,12 @@ class _Platform:
 
     def is_out_of_tree(self) -> bool:
         return False
+
+    def is_cuda_alike(self) -> bool:
+        return True
+
+    def has_device_capability(self, capability: int) -> bool:
+        return capability <= 90  # a Hopper GPU
 
 
 class _Logger(logging.LoggerAdapter):
@@ -349,15 +368,20 @@ class VllmCode:
                contextlib.nullcontext())
         module("vllm.utils.torch_utils", direct_register_custom_op=direct_register_custom_op,
                async_tensor_h2d=_unused("async_tensor_h2d"))
-        module("vllm.utils.math_utils", round_up=lambda x, y: ((x + y - 1) // y) * y)
+        module("vllm.utils.math_utils", round_up=lambda x, y: ((x + y - 1) // y) * y,
+               RCP_LN2=1.4426950216)  # vllm/utils/math_utils.py:9
         module("vllm.utils.flashinfer",
                is_flashinfer_cudnn_fp8_prefill_attn_supported=lambda: False)
-        module("vllm.v1.attention.backends.fa_utils", get_flash_attn_version=get_flash_attn_version,
-               flash_attn_varlen_func=flash_attn_varlen_func)
+        # FlashAttention's ops, registered with the wheel's schemas; their
+        # kernels are the entry checks (kernel_entry.FlashEntry).
+        self._flash_libraries = kernel_entry.register_vllm_flash_ops(device().is_device,
+                                                                     _under_device_mode)
         module("vllm.v1.attention.backends.registry",
                AttentionBackendEnum=self.AttentionBackendEnum)
-        module("vllm.v1.attention.ops.triton_prefill_attention",
-               context_attention_fwd=context_attention_fwd)
+        import triton  # its cdiv, next_power_of_2 and language; jit is the launcher's stand-in
+        module("vllm.triton_utils", tl=triton.language, triton=types.SimpleNamespace(
+            cdiv=triton.cdiv, next_power_of_2=triton.next_power_of_2,
+            jit=lambda fn: kernel_entry.TritonJit(fn, device().is_device)))
         module("flashinfer.prefill", cudnn_batch_prefill_with_kv_cache=cudnn_batch_prefill_with_kv_cache)
         module("aiter", flash_attn_varlen_func=_unused("aiter.flash_attn_varlen_func"))
         module("vllm.config", MultiModalConfig=types.SimpleNamespace(
@@ -378,6 +402,8 @@ class VllmCode:
 
         def load(name: str, member: str, view_torch: bool) -> types.ModuleType:
             def stubbed_import(what, globals=None, locals=None, fromlist=(), level=0):
+                if level > 0:  # vllm_flash_attn's `from . import _vllm_fa2_C`: the ops above
+                    return types.SimpleNamespace(**{n: types.ModuleType(n) for n in fromlist})
                 if what in modules:
                     return modules[what]
                 if what.split(".")[0] in ("vllm", "flashinfer", "aiter"):
@@ -398,6 +424,18 @@ class VllmCode:
                 raise
             return m
 
+        # The wheel's own flash_attn_varlen_func, down to the ops.
+        interface = load("varlen_vllm_flash_attn_interface", FLASH_INTERFACE_FILE,
+                         view_torch=False)
+        module("vllm.v1.attention.backends.fa_utils", get_flash_attn_version=get_flash_attn_version,
+               flash_attn_varlen_func=_recorded("flash_attn_varlen_func",
+                                                interface.flash_attn_varlen_func))
+        # The wheel's own context_attention_fwd, up to Triton's launcher.
+        prefill = load("varlen_vllm_triton_prefill_attention", TRITON_PREFILL_FILE,
+                       view_torch=False)
+        module("vllm.v1.attention.ops.triton_prefill_attention",
+               context_attention_fwd=_recorded("context_attention_fwd",
+                                               prefill.context_attention_fwd))
         self.ops = load("varlen_vllm_vit_attn_wrappers", OPS_FILE, view_torch=True)
         modules["vllm.v1.attention.ops.vit_attn_wrappers"] = self.ops
         self.layer = load("varlen_vllm_mm_encoder_attention", LAYER_FILE, view_torch=False)

@@ -16,6 +16,7 @@
 #include "varlen/contract/call.h"
 #include "varlen/contract/metadata.h"
 #include "varlen/contract/resolve.h"
+#include "varlen/core/device_ledger.h"
 #include "varlen/core/status.h"
 #include "varlen/core/tensor.h"
 #include "varlen/core/value.h"
@@ -380,6 +381,69 @@ TEST(BindTritonTest, GraphModeWorkspaceOfTheWrongShapeIsRefused) {
   EXPECT_EQ(ErrorText(Bind(TritonGraphCall(Value::FromTensor(ws)), Profile::kTritonAttn)),
             "ValueError: context_attention_fwd received output_ws of shape [8, 2, 2] and dtype "
             "bfloat16 for an output of shape [8, 2, 4]");
+}
+
+// Graph mode hands the list's items to context_attention_fwd untouched: the
+// launcher's own rules decide (triton.cdiv on max_input_len, the grid parsed
+// as C ints, pointers from data_ptr()).
+AttentionCall TritonGraphCall(Value start_loc, Value seq_lens, Value max_input_len) {
+  AttentionCall call =
+      TritonGraphCall(Value::FromTensor(Tensor::Zeros(DType::kBFloat16, kCuda, {8, 2, 4})));
+  call.cu_seqlens =
+      Value::List({std::move(start_loc), std::move(seq_lens), std::move(max_input_len)});
+  return call;
+}
+
+TEST(BindTritonTest, TheGridIsParsedAsCInts) {
+  const auto bind = [](Value max_input_len) {
+    return ErrorText(Bind(TritonGraphCall(IntTensor({0, 3}), IntTensor({3, 5}), max_input_len),
+                          Profile::kTritonAttn));
+  };
+  EXPECT_EQ(bind(Value::Float(5.0)),
+            "TypeError: 'float' object cannot be interpreted as an integer");
+  EXPECT_EQ(bind(Value::None()),
+            "TypeError: unsupported operand type(s) for +: 'NoneType' and 'int'");
+  EXPECT_EQ(bind(Value::Str("5")), "TypeError: can only concatenate str (not \"int\") to str");
+  EXPECT_EQ(bind(Value::Int(int64_t{1} << 40)),
+            "OverflowError: signed integer is greater than maximum");
+  EXPECT_EQ(bind(Value::FromTensor(Tensor::FromDoubles({5.0}, DType::kFloat32, kCuda))),
+            "TypeError: only integer tensors of a single element can be converted to an index");
+  // An integer tensor is read by its __index__: a host sync.
+  ScopedDeviceLedger ledger;
+  absl::StatusOr<KernelCall> kernel =
+      Bind(TritonGraphCall(IntTensor({0, 3}), IntTensor({3, 5}),
+                           Value::FromTensor(IntTensor({5}).as_tensor().Reshape({}))),
+           Profile::kTritonAttn);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_EQ(kernel->params().max_rows_q, 128);
+  EXPECT_EQ(ledger.counts().host_syncs, 1);
+}
+
+TEST(BindTritonTest, EmptyHostTensorsAreNullPointersAndNoBlocksLaunchNothing) {
+  // An empty tensor's data_ptr() is 0, which the launcher takes as a valid
+  // null pointer; a non-positive max_input_len gives a grid of no blocks.
+  const Tensor empty_host = Tensor::FromInts({}, DType::kInt32, kCpu);
+  absl::StatusOr<KernelCall> kernel = Bind(
+      TritonGraphCall(Value::FromTensor(empty_host), Value::FromTensor(empty_host), Value::Int(0)),
+      Profile::kTritonAttn);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_EQ(kernel->params().batch, 0);
+  kernel = Bind(TritonGraphCall(IntTensor({0, 3}), IntTensor({3, 5}), Value::Int(-64)),
+                Profile::kTritonAttn);
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  EXPECT_EQ(kernel->params().max_rows_q, 0);
+}
+
+TEST(BindTritonTest, BSeqLenMustHaveAShape) {
+  EXPECT_EQ(ErrorText(Bind(TritonGraphCall(IntTensor({0, 3}), Value::Int(2), Value::Int(5)),
+                           Profile::kTritonAttn)),
+            "AttributeError: 'int' object has no attribute 'shape'");
+  EXPECT_EQ(
+      ErrorText(Bind(
+          TritonGraphCall(IntTensor({0, 3}),
+                          Value::FromTensor(IntTensor({3}).as_tensor().Reshape({})), Value::Int(5)),
+          Profile::kTritonAttn)),
+      "IndexError: tuple index out of range");
 }
 
 // ---------------------------------------------------------------------------

@@ -366,7 +366,7 @@ TEST(ParseCaseTest, ErrorAndMessageOnlyWithErrorOutcome) {
   EXPECT_EQ(ErrorFor(j),
             "x.json: $.expect.error: \"KeyError\" is not a Python error kind this harness models "
             "(RuntimeError, TypeError, ValueError, AssertionError, AttributeError, OverflowError, "
-            "IndexError, ZeroDivisionError, Exception)");
+            "IndexError, ZeroDivisionError, NotImplementedError, Exception)");
 
   j["expect"] = {{"outcome", "failure"}};
   EXPECT_EQ(ErrorFor(j),

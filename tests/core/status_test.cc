@@ -29,6 +29,7 @@ constexpr KindCase kAllKinds[] = {
     {PyErrorKind::kOverflowError, "OverflowError"},
     {PyErrorKind::kIndexError, "IndexError"},
     {PyErrorKind::kZeroDivisionError, "ZeroDivisionError"},
+    {PyErrorKind::kNotImplementedError, "NotImplementedError"},
     {PyErrorKind::kException, "Exception"},
 };
 

@@ -180,6 +180,43 @@ TEST(DiffTest, Floats) {
   EXPECT_THAT(Diff(t).ToHostDoubles("x"), ElementsAre(1.5, -0.75));
 }
 
+// SubtractShifted and WithoutLastRow: the engines' cu[1:] - cu[:-1] and cu[:-1]
+
+TEST(SubtractShiftedTest, IsDiffForNumbers) {
+  const Tensor t = Tensor::FromInts({0, 3, 3, 7}, DType::kInt64, Device::kCuda);
+  absl::StatusOr<Tensor> d = SubtractShifted(t);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_THAT(d->ToHostInts("x"), ElementsAre(3, 0, 4));
+}
+
+TEST(SubtractShiftedTest, TorchRefusesBoolAndZeroDim) {
+  // torch 2.15: NotImplementedError from sub_check, even with nothing to subtract.
+  for (const std::vector<int64_t>& values :
+       {std::vector<int64_t>{0, 1, 1}, std::vector<int64_t>{}}) {
+    ExpectPyError(SubtractShifted(Tensor::FromInts(values, DType::kBool, Device::kCuda)).status(),
+                  PyErrorKind::kNotImplementedError,
+                  "Subtraction, the `-` operator, with two bool tensors is not supported. Use the "
+                  "`^` or `logical_xor()` operator instead.");
+  }
+  const Tensor zero_dim = Tensor::FromInts({4}, DType::kInt32, Device::kCpu).Reshape({});
+  ExpectPyError(SubtractShifted(zero_dim).status(), PyErrorKind::kIndexError,
+                "slice() cannot be applied to a 0-dim tensor.");
+  ExpectPyError(WithoutLastRow(zero_dim).status(), PyErrorKind::kIndexError,
+                "slice() cannot be applied to a 0-dim tensor.");
+}
+
+TEST(WithoutLastRowTest, KeepsTrailingDimensionsAndDType) {
+  const Tensor t = Tensor::FromInts({0, 1, 1}, DType::kBool, Device::kCuda).Reshape({3, 1});
+  absl::StatusOr<Tensor> rows = WithoutLastRow(t);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  EXPECT_THAT(rows->shape(), ElementsAre(2, 1));
+  EXPECT_EQ(rows->dtype(), DType::kBool);
+  EXPECT_TRUE(rows->SharesStorageWith(t));
+  absl::StatusOr<Tensor> none = WithoutLastRow(Tensor::FromInts({}, DType::kInt32, Device::kCpu));
+  ASSERT_TRUE(none.ok());
+  EXPECT_THAT(none->shape(), ElementsAre(0));
+}
+
 // ---------------------------------------------------------------------------
 // Max
 

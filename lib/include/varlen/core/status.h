@@ -26,7 +26,8 @@
 
 namespace varlen {
 
-// The Python exception classes that SGLang's resolution code can raise.
+// The Python exception classes the engines' resolution code (and torch on
+// the way) can raise.
 enum class PyErrorKind {
   kRuntimeError,
   kTypeError,
@@ -36,7 +37,8 @@ enum class PyErrorKind {
   kOverflowError,
   kIndexError,
   kZeroDivisionError,
-  kException,  // a bare `raise Exception(...)`
+  kNotImplementedError,  // torch's TORCH_CHECK_NOT_IMPLEMENTED
+  kException,            // a bare `raise Exception(...)`
 };
 
 // "RuntimeError", "TypeError", ...
@@ -44,6 +46,9 @@ absl::string_view PyErrorKindName(PyErrorKind kind);
 
 // Parses the name printed by PyErrorKindName(); nullopt for anything else.
 std::optional<PyErrorKind> ParsePyErrorKind(absl::string_view name);
+
+// Every modelled name, comma separated, for error messages.
+std::string PyErrorKindNames();
 
 // Returns a non-OK status that stands for `raise <kind>(message)`.
 absl::Status PythonError(PyErrorKind kind, absl::string_view message);

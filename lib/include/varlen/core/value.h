@@ -17,6 +17,7 @@
 #ifndef VARLEN_CORE_VALUE_H_
 #define VARLEN_CORE_VALUE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -50,16 +51,16 @@ class Value {
 
   Value() = default;  // None
   static Value None() { return Value(); }
-  static Value Bool(bool b) { return Value(Rep(std::in_place_index<1>, b)); }
-  static Value Int(int64_t i) { return Value(Rep(std::in_place_index<2>, i)); }
-  static Value Float(double d) { return Value(Rep(std::in_place_index<3>, d)); }
-  static Value Str(std::string s) { return Value(Rep(std::in_place_index<4>, std::move(s))); }
-  static Value FromTensor(Tensor t) { return Value(Rep(std::in_place_index<5>, std::move(t))); }
+  static Value Bool(bool b) { return Value(std::in_place_index<1>, b); }
+  static Value Int(int64_t i) { return Value(std::in_place_index<2>, i); }
+  static Value Float(double d) { return Value(std::in_place_index<3>, d); }
+  static Value Str(std::string s) { return Value(std::in_place_index<4>, std::move(s)); }
+  static Value FromTensor(Tensor t) { return Value(std::in_place_index<5>, std::move(t)); }
   static Value List(std::vector<Value> items) {
-    return Value(Rep(std::in_place_index<6>, std::move(items)));
+    return Value(std::in_place_index<6>, std::move(items));
   }
   static Value Cache(std::shared_ptr<SingletonCache> cache) {
-    return Value(Rep(std::in_place_index<7>, std::move(cache)));
+    return Value(std::in_place_index<7>, std::move(cache));
   }
 
   Kind kind() const { return static_cast<Kind>(rep_.index()); }
@@ -85,7 +86,10 @@ class Value {
  private:
   using Rep = std::variant<std::monostate, bool, int64_t, double, std::string, Tensor,
                            std::vector<Value>, std::shared_ptr<SingletonCache>>;
-  explicit Value(Rep rep) : rep_(std::move(rep)) {}
+  // Built in place: moving a whole variant in makes GCC 12 warn that the
+  // list alternative may be uninitialized.
+  template <size_t kIndex, typename Arg>
+  Value(std::in_place_index_t<kIndex> index, Arg&& arg) : rep_(index, std::forward<Arg>(arg)) {}
   Rep rep_;
 };
 
