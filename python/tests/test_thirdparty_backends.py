@@ -178,7 +178,25 @@ def test_torch_sdpa_rejects_a_distinct_value_head_dim():
 @needs_sglang
 def test_sglang_kernel_uses_the_sm90_tiles():
     assert sglang.kernel._is_cuda and sglang.kernel.CUDA_CAPABILITY == (9, 0)
-    assert type(sglang.kernel._fwd_kernel).__name__ == "InterpretedFunction"
+    assert type(sglang.kernel._fwd_kernel.interpreted).__name__ == "InterpretedFunction"
+
+
+@needs_sglang
+def test_sglang_kernel_is_launched_as_a_gpu_launches_it():
+    # Triton's GPU launcher parses the grid as C ints (the interpreter would
+    # iterate range() over it) and launches nothing for a grid of no blocks.
+    g = GQA_D8
+    q, k, v = inputs(g, torch.float32)
+    o = torch.full_like(q, 7.0)
+    cu = g.cu_seqlens()
+    seq_lens = (cu[1:] - cu[:-1]).to(torch.int32)
+    with pytest.raises(TypeError, match="'float' object cannot be interpreted as an integer"):
+        sglang.kernel.context_attention_fwd(q, k, v, o, cu, seq_lens, float(g.max_len),
+                                            is_causal=False)
+    with pytest.raises(OverflowError, match="signed integer is greater than maximum"):
+        sglang.kernel.context_attention_fwd(q, k, v, o, cu, seq_lens, 2**40, is_causal=False)
+    sglang.kernel.context_attention_fwd(q, k, v, o, cu, seq_lens, 0, is_causal=False)
+    assert bool((o == 7.0).all())  # no blocks: nothing written
 
 
 @needs_sglang

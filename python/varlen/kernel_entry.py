@@ -40,10 +40,35 @@ def c_int(value: Any) -> int:
     return index
 
 
+def triton_launch_grid(grid, args: Sequence[Any], is_device: Callable[[Any], bool]):
+    """What Triton's launcher does with `kernel[grid](*args)` before any block
+    runs: the grid as three C ints, or None when it has no blocks (nothing is
+    launched); its exceptions are the launcher's."""
+    # jit.py: a callable grid is called; the axes are grid[0], then 1s.
+    assert grid is not None
+    if callable(grid):
+        raise NotModelled("a callable Triton grid")
+    size = len(grid)
+    axes = (grid[0], grid[1] if size > 1 else 1, grid[2] if size > 2 else 1)
+    for arg in args:
+        # The JIT specializes None as a constexpr, ints, floats and bools as
+        # scalars, and anything with data_ptr() as a pointer.
+        if not (arg is None or isinstance(arg, (bool, int, float)) or hasattr(arg, "data_ptr")):
+            raise NotModelled(f"a Triton kernel argument of type {type(arg).__name__}")
+    # driver.c launch(): the grid, then every pointer (extractPointer).
+    blocks = tuple(c_int(axis) for axis in axes)
+    for arg in args:
+        if hasattr(arg, "data_ptr") and arg.data_ptr() != 0 and not is_device(arg):
+            raise ValueError("Pointer argument cannot be accessed from Triton (cpu tensor?)")
+    # _launch: `if (gridX * gridY * gridZ > 0)`, a product of C ints.
+    product = (blocks[0] * blocks[1] * blocks[2] + 2**31) % 2**32 - 2**31
+    return blocks if product > 0 else None
+
+
 class TritonJit:
     """`triton.jit`'s stand-in: `kernel[grid](*args, **constexprs)` runs the
-    launcher's argument handling and launches nothing. `is_device(tensor)`
-    says whether a tensor lives on the device."""
+    launcher's argument handling (triton_launch_grid) and launches nothing.
+    `is_device(tensor)` says whether a tensor lives on the device."""
 
     def __init__(self, fn: Callable, is_device: Callable[[Any], bool]):
         self.fn = fn
@@ -54,26 +79,7 @@ class TritonJit:
         return lambda *args, **constexprs: self.run(grid, args)
 
     def run(self, grid, args: Sequence[Any]) -> None:
-        # jit.py: a callable grid is called; the axes are grid[0], then 1s.
-        assert grid is not None
-        if callable(grid):
-            raise NotModelled("a callable Triton grid")
-        size = len(grid)
-        axes = (grid[0], grid[1] if size > 1 else 1, grid[2] if size > 2 else 1)
-        for arg in args:
-            # The JIT specializes None as a constexpr, ints, floats and bools
-            # as scalars, and anything with data_ptr() as a pointer.
-            if not (arg is None or isinstance(arg, (bool, int, float)) or
-                    hasattr(arg, "data_ptr")):
-                raise NotModelled(f"a Triton kernel argument of type {type(arg).__name__}")
-        # driver.c launch(): the grid, then every pointer (extractPointer).
-        blocks_x, blocks_y, blocks_z = (c_int(axis) for axis in axes)
-        for arg in args:
-            if hasattr(arg, "data_ptr") and arg.data_ptr() != 0 and not self.is_device(arg):
-                raise ValueError("Pointer argument cannot be accessed from Triton (cpu tensor?)")
-        # _launch: `if (gridX * gridY * gridZ > 0)`, a product of C ints.
-        product = (blocks_x * blocks_y * blocks_z + 2**31) % 2**32 - 2**31
-        if product > 0:
+        if triton_launch_grid(grid, args, self.is_device) is not None:
             self.launches += 1
 
 

@@ -93,7 +93,7 @@ from pathlib import Path
 if "triton" not in sys.modules:
     os.environ["TRITON_INTERPRET"] = "1"
 
-from varlen import _engine_source, spec  # noqa: E402
+from varlen import _engine_source, kernel_entry, spec  # noqa: E402
 from varlen._engine_source import Unavailable as _Unavailable  # noqa: E402
 
 SGLANG_VERSION = "0.5.23"
@@ -207,11 +207,31 @@ def _load_kernel(wheel: str):
     if type(module._fwd_kernel).__name__ != "InterpretedFunction":
         raise RuntimeError(f"{KERNEL_FILE}: _fwd_kernel was not made an interpreted function "
                            f"(it is a {type(module._fwd_kernel).__name__})")
+    module._fwd_kernel = _BehindGpuLauncher(module._fwd_kernel)
     # The tiles of an H100/H200 (context_attention_fwd: BLOCK = 128 when
     # CUDA_CAPABILITY[0] > 8 on CUDA, else 64).
     module._is_cuda = True
     module.CUDA_CAPABILITY = (9, 0)
     return module
+
+
+class _BehindGpuLauncher:
+    """An interpreted kernel launched as a GPU launches it: `kernel[grid](...)`
+    first does what Triton's GPU launcher does with the grid (three C ints: a
+    float is a TypeError, a value past a C int an OverflowError; a grid of no
+    blocks launches nothing; kernel_entry.triton_launch_grid), where the
+    interpreter would iterate range() over it, then runs the interpreter on
+    the parsed grid. Every tensor here stands for a device tensor."""
+
+    def __init__(self, interpreted):
+        self.interpreted = interpreted
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            blocks = kernel_entry.triton_launch_grid(grid, args, is_device=lambda t: True)
+            if blocks is not None:
+                self.interpreted[blocks](*args, **kwargs)
+        return launch
 
 
 # --- vision.py ------------------------------------------------------------------------
