@@ -104,3 +104,15 @@ if(VARLEN_BUILD_TESTS)
 endif()
 
 include(${CMAKE_CURRENT_LIST_DIR}/VarlenPlugin.cmake)
+
+# CUDA in the calling directory (a language is enabled per directory): nvcc,
+# the C++20 flag that CMake 3.25 does not know for it (targets ask for the
+# dialect through cxx_std_20), and the toolkit's targets (CUDA::cudart_static).
+macro(varlen_enable_cuda)
+  enable_language(CUDA)
+  if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  endif()
+  find_package(CUDAToolkit REQUIRED)
+endmacro()

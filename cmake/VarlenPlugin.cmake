@@ -9,7 +9,7 @@ function(varlen_add_backend_plugin name)
     $<TARGET_PROPERTY:varlen::backend,INTERFACE_INCLUDE_DIRECTORIES>
     $<TARGET_PROPERTY:absl::status,INTERFACE_INCLUDE_DIRECTORIES>
     $<TARGET_PROPERTY:nlohmann_json::nlohmann_json,INTERFACE_INCLUDE_DIRECTORIES>)
-  target_compile_options(${name} PRIVATE ${VARLEN_WARNING_FLAGS})
+  target_compile_options(${name} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${VARLEN_WARNING_FLAGS}>")
   set_target_properties(${name} PROPERTIES PREFIX "" CXX_VISIBILITY_PRESET hidden
                                            VISIBILITY_INLINES_HIDDEN ON)
 endfunction()

@@ -54,7 +54,7 @@ std::string CompareSlices(const Backend& backend, const Case& c,
   if (!packed.ok()) return FailureOf(packed.status(), run);
   for (const auto& [first, end] : slices) {
     absl::StatusOr<KernelCall> alone = RunSlice(backend, g, qkv, first, end - first);
-    if (!alone.ok()) return std::string(alone.status().message());
+    if (!alone.ok()) return FailureOfLaterCall(alone.status(), run);
     if (!SameBits(packed->output(), offsets[first], alone->output(), 0,
                   offsets[end] - offsets[first])) {
       return absl::StrCat("sequences [", first, ", ", end, ") of ", GeometryJson(c), " ", what,
@@ -91,7 +91,7 @@ std::string CheckPoisonedNeighbours(const Backend& backend, const Case& generate
   if (!a.ok()) return FailureOf(a.status(), run);
   absl::StatusOr<KernelCall> b =
       RunGroundTruth(backend, poisoned[0], poisoned[1], poisoned[2], g.seq_lens, g.scale());
-  if (!b.ok()) return std::string(b.status().message());
+  if (!b.ok()) return FailureOfLaterCall(b.status(), run);
   if (SameBits(a->output(), offsets[target], b->output(), offsets[target], g.seq_lens[target])) {
     return "";
   }
@@ -132,7 +132,7 @@ std::string CheckSequencePermutation(const Backend& backend, const Case& generat
   if (!a.ok()) return FailureOf(a.status(), run);
   absl::StatusOr<KernelCall> b =
       RunGroundTruth(backend, permuted[0], permuted[1], permuted[2], permuted_lengths, g.scale());
-  if (!b.ok()) return std::string(b.status().message());
+  if (!b.ok()) return FailureOfLaterCall(b.status(), run);
   for (size_t i = 0; i < order.size(); ++i) {
     if (!SameBits(a->output(), offsets[order[i]], b->output(), permuted_offsets[i],
                   g.seq_lens[order[i]])) {
@@ -240,7 +240,7 @@ std::string CheckGqaRepeatedKv(const Backend& backend, const Case& generated, Pr
   if (!grouped.ok()) return FailureOf(grouped.status(), run);
   absl::StatusOr<KernelCall> repeated = RunGroundTruth(backend, qkv.q, repeat_heads(qkv.k),
                                                        repeat_heads(qkv.v), g.seq_lens, g.scale());
-  if (!repeated.ok()) return std::string(repeated.status().message());
+  if (!repeated.ok()) return FailureOfLaterCall(repeated.status(), run);
   if (SameBits(grouped->output(), 0, repeated->output(), 0, g.total_tokens())) return "";
   return absl::StrCat(GeometryJson(c), " with ", g.num_kv_heads,
                       " KV heads gives other bits than with each KV head repeated for its ", group,

@@ -26,6 +26,10 @@ std::string FailureOf(const absl::Status& status, PropertyRun* run) {
     ++run->unsupported;
     return "";
   }
+  return FailureOfLaterCall(status, run);
+}
+
+std::string FailureOfLaterCall(const absl::Status& status, PropertyRun* run) {
   if (std::optional<Fault> fault = FaultOf(status)) {
     run->fault = fault;
     return DescribeFault(*fault);

@@ -29,6 +29,10 @@ absl::StatusOr<KernelCall> RunGroundTruth(const Backend& backend, const Tensor& 
 // else the backend's error.
 std::string FailureOf(const absl::Status& status, PropertyRun* run);
 
+// The failure of a property's later call (after a first one the backend
+// took): always a failure, an unsupported one too, with its fault noted.
+std::string FailureOfLaterCall(const absl::Status& status, PropertyRun* run);
+
 // The sequences with at least one token.
 std::vector<int64_t> NonEmptySequences(const Geometry& g);
 

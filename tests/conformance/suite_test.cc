@@ -20,6 +20,7 @@
 #include "gtest/gtest.h"
 #include "mutants.h"
 #include "rapidcheck/gtest.h"
+#include "varlen/backend/fault.h"
 #include "varlen/backend/registry.h"
 #include "varlen/cases/case_json.h"
 #include "varlen/cases/executor.h"
@@ -89,6 +90,37 @@ TEST(SuiteTest, ComparisonPropertiesNameWhatChanged) {
   ASSERT_FALSE(result.passed);
   EXPECT_THAT(result.why, HasSubstr("changed when the other sequences and 16 tokens past the last "
                                     "offset were NaN"));
+}
+
+// cpu_flash whose every second launch faults, as a worker that died does:
+// in the comparison properties, the second launch of each check.
+class FaultsOnEverySecondLaunch final : public Backend {
+ public:
+  absl::string_view name() const override { return "faults_on_every_second_launch"; }
+  absl::string_view description() const override {
+    return "cpu_flash, every second launch a CRASH";
+  }
+  BackendCapabilities capabilities() const override { return flash_.capabilities(); }
+  absl::Status Run(const VarlenAttentionParams& params) const override {
+    if (++launches_ % 2 == 0) return FaultStatus({FaultKind::kCrash, "signal 11 (SIGSEGV)", ""});
+    return flash_.Run(params);
+  }
+
+ private:
+  const Backend& flash_ = *FindBackend("cpu_flash");
+  mutable int launches_ = 0;
+};
+
+TEST(SuiteTest, AFaultInAPropertysLaterLaunchIsReportedAsThatFault) {
+  for (const char* property : {"SequenceAlone", "SplitJoin", "PoisonedNeighbours",
+                               "SequencePermutation", "GqaRepeatedKv"}) {
+    FaultsOnEverySecondLaunch backend;
+    const PropertyRunResult result = RunProperty(property, backend, Smoke(property));
+    ASSERT_FALSE(result.passed) << property;
+    ASSERT_TRUE(result.fault.has_value()) << property << ": " << result.message;
+    EXPECT_EQ(result.fault->kind, FaultKind::kCrash) << property;
+    EXPECT_THAT(result.why, HasSubstr("CRASH: signal 11")) << property;
+  }
 }
 
 TEST(SuiteTest, TheStatisticalCheckSeesABiasInsideTheElementwiseBound) {
