@@ -237,6 +237,13 @@ def fault_lines(faults):
     return lines
 
 
+def verdict_text(entry):
+    """A benchmark shape's verdict: judged against float64, or only timed."""
+    if entry.get("correct") is None:
+        return "not judged"
+    return "PASS" if entry["correct"] else "FAIL: " + cell_text(entry.get("error", ""))
+
+
 def report(out, gpu, driver, commit):
     steps = read_steps(os.path.join(out, "steps.tsv"))
     bench = load_json(os.path.join(out, "bench.json")) or {}
@@ -283,7 +290,7 @@ def report(out, gpu, driver, commit):
         c = s.get("cudnn") or {}
         if c:
             cudnn_cells = (
-                f"{'PASS' if c['correct'] else 'FAIL: ' + c['error']} | {c['ms']:.3f} | "
+                f"{verdict_text(c)} | {c['ms']:.3f} | "
                 + (f"{c['our_time_over_cudnn']:.2f}" if c["our_time_over_cudnn"] > 0 else "n/a")
                 + " | "
                 + (f"{c['max_difference_from_cuda']:.3g}"
@@ -292,7 +299,7 @@ def report(out, gpu, driver, commit):
         else:
             cudnn_cells = "n/a | n/a | n/a | n/a"
         lines.append(
-            f"| {s['name']} | {'PASS' if s['correct'] else 'FAIL: ' + s['error']} | "
+            f"| {s['name']} | {verdict_text(s)} | "
             f"{ms:.3f} | {tflops:.1f} | {frac} | {cudnn_cells} | "
             f"{f'{torch_ms:.3f}' if torch_ms else 'n/a'} | {ratio} |"
         )

@@ -104,6 +104,11 @@ class CudnnBackend final : public Backend {
   absl::Status Run(const VarlenAttentionParams& params) const override {
     absl::StatusOr<Device> device = CurrentDevice();
     if (!device.ok()) return device.status();
+    // No query rows: nothing to compute, and cuDNN refuses the null device
+    // pointers of empty buffers (CUDNN_STATUS_BAD_PARAM_NULL_POINTER).
+    int64_t rows = 0;
+    for (int b = 0; b < params.batch; ++b) rows += SequenceAt(params, b).rows;
+    if (rows == 0) return absl::OkStatus();
     const SdpaGraphKey key = KeyFor(params, device->index);
     absl::StatusOr<std::shared_ptr<SdpaGraph>> graph = graphs_.Get(key);
     if (!graph.ok()) return graph.status();

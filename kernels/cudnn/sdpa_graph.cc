@@ -56,9 +56,16 @@ fe::DataType_t FrontendType(DType dtype) {
 // error_t's accessors are not const; take it by value.
 absl::Status FrontendStatus(fe::error_t error, absl::string_view step) {
   if (error.is_good()) return absl::OkStatus();
+  // Refusals of the launch's geometry are "not supported": cuDNN's own
+  // checks, and its backend refusing a descriptor while the operation graph
+  // is built (seen on an H200: the strides of a batch whose longest
+  // sequence has one token and one head, where B, H and S all get the
+  // stride of a token, as FlashInfer's layout gives them too).
   const bool unsupported =
       error.get_code() == fe::error_code_t::GRAPH_NOT_SUPPORTED ||
-      error.get_code() == fe::error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED;
+      error.get_code() == fe::error_code_t::GRAPH_EXECUTION_PLAN_CREATION_FAILED ||
+      (error.get_code() == fe::error_code_t::CUDNN_BACKEND_API_FAILED &&
+       step == "build_operation_graph");
   std::string message = absl::StrCat("cuDNN ", step, ": ", error.get_message());
   return unsupported ? absl::UnimplementedError(message) : absl::InternalError(message);
 }

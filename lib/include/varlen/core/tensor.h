@@ -80,8 +80,10 @@ class Tensor {
   Tensor AsStrided(Shape shape, Shape strides, int64_t offset) const;
   // Elements addressable from this tensor's first element to the end of its
   // storage: what a kernel handed this pointer may touch. numel() for a
-  // tensor that owns its storage; more for a view into a wider buffer.
-  int64_t extent() const { return storage_elements_ - offset_; }
+  // tensor that owns its storage; more for a view into a wider buffer; 0
+  // for an empty view whose offset lies past the end of an empty storage
+  // (the k and v columns of a fused projection of no tokens).
+  int64_t extent() const { return storage_elements_ > offset_ ? storage_elements_ - offset_ : 0; }
 
   // Device-side element access (no ledger entry): element `i` of the storage
   // counted from this tensor's first element, which is the logical
