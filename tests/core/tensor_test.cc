@@ -58,6 +58,18 @@ TEST(TensorTest, DefaultIsUndefined) {
   EXPECT_EQ(t.DebugString(), "<undefined tensor>");
 }
 
+// The k and v column views of a fused projection of no tokens start past
+// the end of the empty storage: nothing of it is theirs (a negative extent
+// once made the cuda backend ask cudaMalloc for 2^64 - 640 bytes).
+TEST(TensorTest, AnEmptyViewPastTheEndOfAnEmptyStorageHasExtentZero) {
+  const Tensor fused = Tensor::Zeros(DType::kFloat32, Device::kCuda, {0, 4, 80});
+  const Tensor k = fused.AsStrided({0, 1, 80}, {320, 80, 1}, 160);
+  EXPECT_EQ(k.numel(), 0);
+  EXPECT_EQ(k.extent(), 0);
+  const Tensor wide = Tensor::Zeros(DType::kFloat32, Device::kCuda, {2, 4, 80});
+  EXPECT_EQ(wide.AsStrided({2, 1, 80}, {320, 80, 1}, 160).extent(), 2 * 320 - 160);
+}
+
 TEST(TensorTest, ZerosForEveryDType) {
   for (DType dtype : kAllDTypes) {
     const Tensor t = Tensor::Zeros(dtype, Device::kCuda, {2, 3});
