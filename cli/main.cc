@@ -1,58 +1,6 @@
-// The varlen command.
-//
-//   varlen repro FILE|DIR... [--backend=NAME[,NAME...]|all] [--sglang=VERSION|all]
-//                [--vllm=VERSION] [--engine=sglang|vllm|all] [--json] [--brief] [--save=DIR]
-//                [--times=N]
-//       Runs each case on each chosen backend and prints, per run, what was
-//       passed, what resolution did, the outcome and the verdict, then one
-//       summary line. --sglang=VERSION runs every case under that SGLang
-//       version instead of its own; --sglang=all also runs it under every
-//       modelled version and prints where the outcome differs between them.
-//       --vllm=VERSION does the same for vLLM cases. --engine=sglang|vllm
-//       runs each case of the other engine as its counterpart call (the
-//       same argument values in the other engine's profile for the same
-//       backend family); --engine=all runs both and prints what differs.
-//       Exit status: 0 when every case met its expectation, 1 when any did
-//       not, 2 for an unreadable or invalid case file or a usage error.
-//       --backend also accepts the name of a mutant (see mutants). Backends
-//       that count something across runs (the cudnn backend's graph cache:
-//       graph_builds, graph_hits) report it on a "counters:" line, and in
-//       --json under "backend_counters". --times=N runs each case N times
-//       and says whether its result (verdict and fault kind) is
-//       reproducible or flaky. GTEST_TOTAL_SHARDS and GTEST_SHARD_INDEX
-//       replay every total-th file.
-//   varlen backends
-//       Lists the backends with their capabilities and availability.
-//   varlen check [--backends=A,B] [--tier=smoke|full|nightly] [--report=DIR] [--corpus=DIR]
-//                [--budget_scale=X] [--expectations=FILE] [--jobs=N] [--counts_only]
-//       The main job: the regression corpus and the conformance suite's
-//       generated properties on every available backend (or those named),
-//       progress on stderr, then the backend x property matrix (an
-//       expectations manifest turns known failures into xfail). With
-//       --report, also DIR/junit.xml, DIR/matrix.md, an SVG picture of the
-//       error of each failing case and the shrunk case of each failing
-//       property, and DIR/report.json. Faults of the backend (a crash, a
-//       hang, ...) are failing checks, grouped by signature at the end.
-//       GTEST_TOTAL_SHARDS and GTEST_SHARD_INDEX run one shard of the checks;
-//       --jobs=N runs N shards at once and merges them; --counts_only bounds
-//       each property by its case counts alone, so every shard checks what
-//       the unsharded run would, however fast its machine. Exit status: 0 all
-//       passed, 1 a failure, 2 usage or invalid input.
-//   varlen report --merge DIR... [--report=OUT]
-//       The report of the unsharded run, from its shards' report folders.
-//   --load=PLUGIN.so[,...] (repro, check, backends; default $VARLEN_LOAD)
-//       Registers the backends of shared libraries made with
-//       VARLEN_BACKEND_PLUGIN (varlen/backend/plugin.h).
-//   varlen mutants [--tier=smoke|full|nightly] [--anchors] [--only=TEXT]
-//       Runs the conformance suite (its properties, then the corpus) on every
-//       mutant of cpu_flash and of the resolvers (and, with --anchors, the
-//       other projects' generators beside them), prints progress to stderr
-//       and a markdown table to stdout (GTEST_TOTAL_SHARDS and
-//       GTEST_SHARD_INDEX: every total-th mutant). Exit status: 0 when the
-//       suite killed every mutant, 1 when one survived.
-//   varlen decode --target=NAME FILE
-//       Prints the case a fuzz target decodes from the bytes of FILE (a seed,
-//       a crash) as a case file for corpus/regressions/.
+// The varlen command: repro, backends, check, report, mutants and decode.
+// What each does and the flags it reads are in Commands() below, which
+// `varlen help [COMMAND]` and `varlen COMMAND --help` print.
 
 #include <fcntl.h>
 #include <spawn.h>
@@ -75,6 +23,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -161,21 +110,113 @@ constexpr int kExitOk = 0;
 constexpr int kExitFailed = 1;
 constexpr int kExitInvalid = 2;
 
-constexpr absl::string_view kUsage =
-    "usage:\n"
-    "  varlen repro FILE|DIR... [--backend=NAME[,NAME...]|all] [--sglang=VERSION|all]\n"
-    "               [--vllm=VERSION] [--engine=sglang|vllm|all] [--json]\n"
-    "               [--brief] [--save=DIR] [--times=N]\n"
-    "  varlen backends\n"
-    "  varlen check [--backends=A,B] [--tier=smoke|full|nightly] [--report=DIR] [--corpus=DIR]\n"
-    "               [--expectations=FILE] [--jobs=N]\n"
-    "  varlen report --merge DIR... [--report=OUT]\n"
-    "  (repro, check, backends: --load=PLUGIN.so runs the backends of a plugin)\n"
-    "  varlen mutants [--tier=smoke|full|nightly] [--anchors] [--only=TEXT]\n"
-    "  varlen decode --target=NAME FILE\n"
-    "\n"
-    "repro exits 0 when every case meets its expectation, 1 when one does not,\n"
-    "2 for an invalid case file or a usage error.";
+// Each command: how it is called, what it does, the flags it reads (their
+// help and defaults are the flags' own). `varlen help [COMMAND]`,
+// `varlen [COMMAND] --help` and usage errors print from here.
+struct CommandHelp {
+  absl::string_view name;
+  absl::string_view synopsis;
+  absl::string_view description;
+  std::vector<absl::string_view> flags;
+};
+
+const std::vector<CommandHelp>& Commands() {
+  static const auto* const commands = new std::vector<CommandHelp>{
+      {"repro",
+       "repro FILE|DIR... [--backend=NAME[,NAME...]|all] [--sglang=VERSION|all]",
+       "Runs each case file (or every case of a folder) on each chosen backend and prints,\n"
+       "per run, what was passed, what resolution did, the outcome and the verdict, then\n"
+       "one summary line. --sglang/--vllm run every case under that engine version\n"
+       "(--sglang=all: every modelled version, and where the outcome differs); --engine\n"
+       "runs each case as the other engine's counterpart call. --backend also takes a\n"
+       "mutant's name. Exit status: 0 when every case met its expectation, 1 when one\n"
+       "did not, 2 for an invalid case file or a usage error.",
+       {"backend", "sglang", "vllm", "engine", "json", "brief", "save", "times", "load",
+        "in_process", "deadline_s", "worker_memory_mb"}},
+      {"backends",
+       "backends",
+       "Lists the backends with their capabilities and whether they are available here.",
+       {"load"}},
+      {"check",
+       "check [--backends=A,B] [--tier=smoke|full|nightly] [--report=DIR]",
+       "The main job: the regression corpus and the conformance suite's generated\n"
+       "properties on every available backend (or those named), progress on stderr, then\n"
+       "the backend x property matrix. With --report, also DIR/junit.xml, DIR/matrix.md,\n"
+       "DIR/report.json, a picture of each failing case's error and the shrunk case of\n"
+       "each failing property. A backend's faults (a crash, a hang, ...) are failing\n"
+       "checks, grouped by signature. GTEST_TOTAL_SHARDS and GTEST_SHARD_INDEX run one\n"
+       "shard. Exit status: 0 all passed, 1 a failure, 2 a usage error or invalid input.",
+       {"backends", "tier", "budget_scale", "report", "corpus", "expectations", "jobs",
+        "counts_only", "load", "in_process", "deadline_s", "worker_memory_mb"}},
+      {"report",
+       "report --merge DIR... [--report=OUT]",
+       "The report of the unsharded run, from its shards' report folders.",
+       {"merge", "report"}},
+      {"mutants",
+       "mutants [--tier=smoke|full|nightly] [--anchors] [--only=TEXT]",
+       "Runs the conformance suite on every mutant of cpu_flash and of the resolvers\n"
+       "and prints a markdown table. Exit status: 0 when the suite killed every mutant,\n"
+       "1 when one survived.",
+       {"tier", "anchors", "only", "in_process", "deadline_s", "worker_memory_mb"}},
+      {"decode",
+       "decode --target=NAME FILE",
+       "Prints the case a fuzz target decodes from the bytes of FILE (a seed, a crash)\n"
+       "as a case file for corpus/regressions/.",
+       {"target"}},
+  };
+  return *commands;
+}
+
+std::string Usage() {
+  std::string usage = "usage: varlen COMMAND [FLAGS] [ARGS]\n\ncommands:\n";
+  for (const CommandHelp& c : Commands()) absl::StrAppend(&usage, "  varlen ", c.synopsis, "\n");
+  absl::StrAppend(&usage,
+                  "\n`varlen help COMMAND` (or `varlen COMMAND --help`) says what a command does "
+                  "and lists its flags.\n");
+  return usage;
+}
+
+// One command's help; the usage for no command or an unknown one.
+std::string Help(absl::string_view command) {
+  std::string text;
+  const auto flag_lines = [&text](const std::vector<absl::string_view>& names) {
+    for (absl::string_view name : names) {
+      const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+      if (flag == nullptr) continue;
+      absl::StrAppend(&text, "  --", name,
+                      " (default: ", flag->DefaultValue().empty() ? "\"\"" : flag->DefaultValue(),
+                      ")\n      ", flag->Help(), "\n");
+    }
+  };
+  for (const CommandHelp& c : Commands()) {
+    if (c.name != command) continue;
+    absl::StrAppend(&text, "usage: varlen ", c.synopsis, "\n\n", c.description, "\n\nflags:\n");
+    flag_lines(c.flags);
+    return text;
+  }
+  return Usage();
+}
+
+// Help asked for anywhere on the command line (--help, -h, `help`): the
+// command's own, on stdout, exit 0.
+std::optional<std::string> HelpAsked(int argc, char** argv) {
+  std::string command;
+  bool asked = false;
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg == "--help" || arg == "-help" || arg == "-h" || arg == "--helpshort" ||
+        arg == "--helpfull") {
+      asked = true;
+    } else if (arg == "help" && command.empty()) {
+      asked = true;
+    } else if (!absl::StartsWith(arg, "-") && command.empty()) {
+      command = std::string(arg);
+    }
+  }
+  if (!asked) return std::nullopt;
+  return Help(command);
+}
 
 // The plugins a worker loads before it serves (":"-separated paths).
 constexpr char kLoadEnv[] = "VARLEN_LOAD";
@@ -216,31 +257,31 @@ std::optional<IsolationOptions> IsolationFromFlags() {
 }
 
 int UsageError(absl::string_view message) {
-  std::cerr << "varlen: " << message << "\n\n" << kUsage << "\n";
+  std::cerr << "varlen: " << message << "\n\n" << Usage();
   return kExitInvalid;
 }
 
 // absl exits with status 1 on an unknown flag; check first so usage errors
-// keep their own status.
+// keep their own status. Known: the commands' flags (a bool one also as
+// --noNAME).
 bool CheckFlagNames(int argc, char** argv, std::string* unknown) {
-  constexpr absl::string_view kKnown[] = {"backend",      "json",         "brief",
-                                          "nojson",       "nobrief",      "sglang",
-                                          "vllm",         "engine",       "tier",
-                                          "save",         "anchors",      "noanchors",
-                                          "only",         "backends",     "report",
-                                          "corpus",       "help",         "helpfull",
-                                          "helpshort",    "version",      "expectations",
-                                          "target",       "budget_scale", "in_process",
-                                          "noin_process", "deadline_s",   "worker_memory_mb",
-                                          "load",         "jobs",         "merge",
-                                          "nomerge",      "times",        "counts_only",
-                                          "nocounts_only"};
+  const auto known = [](absl::string_view name) {
+    for (const CommandHelp& c : Commands()) {
+      for (absl::string_view flag : c.flags) {
+        if (name == flag) return true;
+        if (absl::StartsWith(name, "no") && name.substr(2) == flag) {
+          const absl::CommandLineFlag* f = absl::FindCommandLineFlag(flag);
+          if (f != nullptr && f->IsOfType<bool>()) return true;
+        }
+      }
+    }
+    return false;
+  };
   for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
     if (arg == "--") break;
     if (!absl::ConsumePrefix(&arg, "--") && !absl::ConsumePrefix(&arg, "-")) continue;
-    const absl::string_view name = arg.substr(0, arg.find('='));
-    if (std::find(std::begin(kKnown), std::end(kKnown), name) == std::end(kKnown)) {
+    if (!known(arg.substr(0, arg.find('=')))) {
       *unknown = std::string(argv[i]);
       return false;
     }
@@ -836,7 +877,7 @@ int Decode(const std::string& path) {
 }  // namespace varlen
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(std::string(varlen::kUsage));
+  absl::SetProgramUsageMessage(varlen::Usage());
   // Started again as a worker: serve one backend (varlen/run/isolation.h).
   if (varlen::IsWorkerProcess()) {
     // The supervisor's plugins (VARLEN_LOAD); a failure is in the log it reads.
@@ -845,6 +886,10 @@ int main(int argc, char** argv) {
       const varlen::Backend* backend = varlen::FindBackend(name);
       return backend != nullptr ? backend : varlen::FindMutant(name);
     });
+  }
+  if (const std::optional<std::string> help = varlen::HelpAsked(argc, argv)) {
+    std::cout << *help;
+    return 0;
   }
   std::string unknown;
   if (!varlen::CheckFlagNames(argc, argv, &unknown)) {

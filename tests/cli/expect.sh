@@ -1,8 +1,8 @@
 #!/bin/sh
 # Runs a command and checks its exit status and output.
-#   expect.sh STATUS [--line TEXT | --contains TEXT]... -- COMMAND [ARGS...]
+#   expect.sh STATUS [--line TEXT | --contains TEXT | --lacks TEXT]... -- COMMAND [ARGS...]
 # --line: some output line equals TEXT exactly; --contains: the output
-# contains TEXT. stdout and stderr are checked together.
+# contains TEXT; --lacks: it does not. stdout and stderr are checked together.
 set -u
 want_status=$1
 shift
@@ -24,6 +24,7 @@ while IFS= read -r kind && IFS= read -r text; do
   case "$kind" in
     --line) grep -Fqx -- "$text" "$checks_file.out" || { echo "no line equal to: $text"; failed=1; } ;;
     --contains) grep -Fq -- "$text" "$checks_file.out" || { echo "output lacks: $text"; failed=1; } ;;
+    --lacks) ! grep -Fq -- "$text" "$checks_file.out" || { echo "output holds: $text"; failed=1; } ;;
     *) echo "unknown check $kind"; failed=1 ;;
   esac
 done < "$checks_file"
