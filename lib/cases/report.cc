@@ -167,10 +167,14 @@ ojson ProfileArgsToJson(const ResolvedArgs& resolved) {
     return j;
   }
   if (const auto* a = std::get_if<TritonArgs>(&resolved.args)) {
+    // vLLM hands the kernel start offsets (cu_seqlens[:-1]) and lengths:
+    // named as context_attention_fwd names them. SGLang hands it the whole
+    // cu_seqlens as b_start_loc.
+    const bool vllm = resolved.profile == Profile::kVllmTritonAttn;
     return {{"profile", std::string(ProfileName(resolved.profile))},
-            {"cu_seqlens", ValueToJson(a->cu_seqlens)},
-            {"seq_lens", ValueToJson(a->seq_lens)},
-            {"max_seqlen", ValueToJson(a->max_seqlen)},
+            {vllm ? "b_start_loc" : "cu_seqlens", ValueToJson(a->cu_seqlens)},
+            {vllm ? "b_seq_len" : "seq_lens", ValueToJson(a->seq_lens)},
+            {vllm ? "max_input_len" : "max_seqlen", ValueToJson(a->max_seqlen)},
             {"output_from_workspace", a->output_from_workspace},
             {"scale", a->scale}};
   }

@@ -324,9 +324,9 @@ class Comparer:
                       ("fa_version", resolved.get("fa_version"), a.get("fa_version"))]
             loose.append(("scale", resolved["scale"], a["softmax_scale"]))
         elif profile == "TRITON_ATTN":
-            pairs += [("cu_seqlens", resolved["cu_seqlens"], self.as_json(a["b_start_loc"])),
-                      ("seq_lens", resolved["seq_lens"], self.as_json(a["b_seq_len"])),
-                      ("max_seqlen", resolved["max_seqlen"], a["max_input_len"]),
+            pairs += [("b_start_loc", resolved["b_start_loc"], self.as_json(a["b_start_loc"])),
+                      ("b_seq_len", resolved["b_seq_len"], self.as_json(a["b_seq_len"])),
+                      ("max_input_len", resolved["max_input_len"], a["max_input_len"]),
                       ("output_from_workspace", resolved["output_from_workspace"], False)]
             loose.append(("scale", resolved["scale"], a["softmax_scale"]))
         elif profile == "FLASHINFER":
