@@ -547,10 +547,12 @@ int Repro(const std::vector<std::string>& paths) {
                                    {"to", QualifiedProfileName(other->counterpart.call.profile)},
                                    {"summary", d.summary},
                                    {"notes", other->notes},
+                                   {"compared", d.compared},
                                    {"fields", d.fields}});
           } else {
             std::cout << "ENGINES  " << cases[i].name << "  [" << backend->name() << "]  "
-                      << d.summary << "\n";
+                      << d.summary << "\n"
+                      << "    compared: " << d.compared << "\n";
             for (const std::string& note : other->notes) std::cout << "    note: " << note << "\n";
             for (const std::string& field : d.fields) std::cout << "    " << field << "\n";
           }
@@ -565,7 +567,7 @@ int Repro(const std::vector<std::string>& paths) {
           under.sglang = version;
           Outcome after = RunCase(under, *backend);
           if (before.has_value()) {
-            const VersionDifference d = CompareVersions(*before, after, version);
+            const VersionDifference d = CompareVersions(*before, before_version, after, version);
             if (!d.summary.empty()) {
               differs = true;
               const std::string from(SglangVersionName(before_version));
@@ -576,10 +578,12 @@ int Repro(const std::vector<std::string>& paths) {
                                        {"from", from},
                                        {"to", to},
                                        {"summary", d.summary},
+                                       {"compared", d.compared},
                                        {"fields", d.fields}});
               } else {
                 std::cout << "VERSIONS  " << cases[i].name << "  [" << backend->name() << "]  "
-                          << from << " -> " << to << ": " << d.summary << "\n";
+                          << from << " -> " << to << ": " << d.summary << "\n"
+                          << "    compared: " << d.compared << "\n";
                 for (const std::string& field : d.fields) std::cout << "    " << field << "\n";
               }
             }

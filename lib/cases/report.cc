@@ -481,17 +481,36 @@ const char* OutcomeVerb(const Outcome& o) {
   return "?";
 }
 
+// "outcome, error, resolved arguments and device events", and which side
+// ran for resolution only, with its reason.
+std::string Compared(const Outcome& a, absl::string_view a_name, const Outcome& b,
+                     absl::string_view b_name) {
+  std::string text = "outcome, error, resolved arguments and device events";
+  for (const auto& [o, name] : {std::pair{&a, a_name}, std::pair{&b, b_name}}) {
+    if (o->resolution_only_reason.empty()) continue;
+    absl::StrAppend(&text, "; ", name, " ran for resolution only (", o->resolution_only_reason,
+                    "): no output judged there");
+  }
+  return text;
+}
+
 }  // namespace
 
-VersionDifference CompareVersions(const Outcome& before, const Outcome& after,
-                                  SglangVersion after_version) {
+VersionDifference CompareVersions(const Outcome& before, SglangVersion before_version,
+                                  const Outcome& after, SglangVersion after_version) {
   VersionDifference difference;
   difference.fields = DifferingFields(before, after);
   if (difference.fields.empty()) return difference;
   const std::string version(SglangVersionName(after_version));
-  difference.summary = !Succeeded(before) && Succeeded(after)   ? "fixed in " + version
-                       : Succeeded(before) && !Succeeded(after) ? "new in " + version
-                                                                : "changed in " + version;
+  difference.compared = Compared(before, SglangVersionName(before_version), after, version);
+  // A side without a forward run has no output to judge: its "success" may
+  // hide a corruption, so no fix or regression is claimed across it.
+  const bool judged_both =
+      before.resolution_only_reason.empty() && after.resolution_only_reason.empty();
+  difference.summary = judged_both && !Succeeded(before) && Succeeded(after) ? "fixed in " + version
+                       : judged_both && Succeeded(before) && !Succeeded(after)
+                           ? "new in " + version
+                           : "changed in " + version;
   return difference;
 }
 
@@ -506,6 +525,8 @@ VersionDifference CompareEngines(const Case& a, const Outcome& in_a, const Case&
     return text;
   };
   difference.summary = absl::StrCat(said(a, in_a), "; ", said(b, in_b));
+  difference.compared = Compared(in_a, QualifiedProfileName(a.call.profile), in_b,
+                                 QualifiedProfileName(b.call.profile));
   return difference;
 }
 

@@ -853,5 +853,28 @@ TEST(ReportTest, JsonOfACorruptionOutcome) {
   EXPECT_EQ(n["bound"].get<double>(), o.numerics->bound);
 }
 
+// A version whose run made no forward call has no output to judge: a
+// corruption before it is "changed", never "fixed" (an --sglang=all run once
+// called a silent corruption fixed so).
+TEST(CompareVersionsTest, NeverClaimsAFixAcrossAResolutionOnlyRun) {
+  Outcome corrupt;
+  corrupt.observed = Observed::kCorruption;
+  Outcome unjudged;
+  unjudged.observed = Observed::kSuccess;
+  unjudged.resolution_only_reason = "no kernel models this launch";
+  const VersionDifference d =
+      CompareVersions(corrupt, SglangVersion::k0026249, unjudged, SglangVersion::k0_5_23);
+  EXPECT_EQ(d.summary, "changed in 0.5.23");
+  EXPECT_THAT(d.compared, ::testing::HasSubstr("0.5.23 ran for resolution only (no kernel models "
+                                               "this launch): no output judged there"));
+
+  Outcome judged;
+  judged.observed = Observed::kSuccess;
+  const VersionDifference fixed =
+      CompareVersions(corrupt, SglangVersion::k0026249, judged, SglangVersion::k0_5_23);
+  EXPECT_EQ(fixed.summary, "fixed in 0.5.23");
+  EXPECT_EQ(fixed.compared, "outcome, error, resolved arguments and device events");
+}
+
 }  // namespace
 }  // namespace varlen

@@ -43,12 +43,15 @@ struct VersionDifference {
   std::string summary;
   // One entry per field that differs: "resolved.seq_lens: {...} -> {...}".
   std::vector<std::string> fields;
+  // What was compared, and the side that ran for resolution only (no output
+  // to judge there), if any: then the summary never says "fixed" or "new".
+  std::string compared;
 };
 
 // Compares the outcome, the error, the resolved arguments and the device
 // event counts of one case run under two versions.
-VersionDifference CompareVersions(const Outcome& before, const Outcome& after,
-                                  SglangVersion after_version);
+VersionDifference CompareVersions(const Outcome& before, SglangVersion before_version,
+                                  const Outcome& after, SglangVersion after_version);
 
 // The same comparison for one call under two engines (CounterpartCase):
 // the summary says what each engine did ("sglang:fa3 succeeds;
