@@ -168,6 +168,19 @@ rc::Gen<std::vector<int64_t>> GenSeqLens(const GeometryLimits& limits) {
   });
 }
 
+namespace {
+
+rc::Gen<int64_t> GenHeadDim(const GeometryLimits& limits) {
+  rc::Gen<int64_t> small = rc::gen::inRange<int64_t>(1, limits.max_head_dim + 1);
+  if (!limits.kernel_head_dims) return small;
+  return rc::gen::weightedOneOf<int64_t>({{6, small},
+                                          {2, rc::gen::element<int64_t>(64, 72, 80, 96, 128)},
+                                          {1, rc::gen::element<int64_t>(100, 160, 192, 256)},
+                                          {1, rc::gen::element<int64_t>(264, 288, 320, 512)}});
+}
+
+}  // namespace
+
 rc::Gen<Geometry> GenGeometry(const GeometryLimits& limits) {
   return rc::gen::exec([limits] {
     Geometry g;
@@ -178,10 +191,9 @@ rc::Gen<Geometry> GenGeometry(const GeometryLimits& limits) {
       if (g.num_heads % d == 0) divisors.push_back(d);
     }
     g.num_kv_heads = *rc::gen::elementOf(divisors);
-    g.head_dim = *rc::gen::inRange(1, limits.max_head_dim + 1);
-    g.head_dim_v = *rc::gen::weightedOneOf<int64_t>(
-        {{3, rc::gen::just(g.head_dim)},
-         {1, rc::gen::inRange<int64_t>(1, limits.max_head_dim + 1)}});
+    g.head_dim = *GenHeadDim(limits);
+    g.head_dim_v =
+        *rc::gen::weightedOneOf<int64_t>({{3, rc::gen::just(g.head_dim)}, {1, GenHeadDim(limits)}});
     g.dtype = *GenFloatDType();
     return g;
   });

@@ -219,6 +219,10 @@ bool RunPhase(const Property& property, const Backend& backend, const rc::Gen<Ca
       if (c == smallest_failing) RC_FAIL(result->why);  // RapidCheck's final report
       return;
     }
+    if (KernelRefusesGeometry(c)) {
+      ++run.unsupported;
+      return;
+    }
     ++result->executed;
     run.replay.reset();
     run.fault.reset();

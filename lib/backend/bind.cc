@@ -309,9 +309,10 @@ absl::Status RuntimeError(absl::string_view message) {
 
 constexpr absl::string_view kCapabilityPayload = "varlen/kernel-capability-limit";
 
-// A RuntimeError that refuses the geometry (IsKernelCapabilityLimit).
-absl::Status CapabilityLimit(absl::string_view message) {
-  absl::Status status = RuntimeError(message);
+// An error that refuses the geometry (IsKernelCapabilityLimit).
+absl::Status CapabilityLimit(absl::string_view message,
+                             PyErrorKind kind = PyErrorKind::kRuntimeError) {
+  absl::Status status = PythonError(kind, message);
   status.SetPayload(kCapabilityPayload, absl::Cord("1"));
   return status;
 }
@@ -319,8 +320,6 @@ absl::Status CapabilityLimit(absl::string_view message) {
 // FlashAttention's C++ entry checks on cu_seqlens_q, in the order of the
 // build: FA2's mha_varlen_fwd checks the dtype, then the device, then
 // contiguity; FA3's mha_fwd the device, contiguity, then the dtype.
-// SGLang's wrappers (fa_version 0) cast and move first; their kernels are
-// modelled with FA2's order.
 absl::Status CheckFlashCuSeqlens(const Tensor& cu, const Tensor& q, int fa_version) {
   const bool int32 = cu.dtype() == DType::kInt32, on_device = cu.device() == q.device();
   if (fa_version == 3) {
@@ -418,30 +417,326 @@ absl::Status CheckFlashHeadsAndShapes(const ResolvedArgs& call, const Tensor& cu
   return absl::OkStatus();
 }
 
-// The entry checks are FlashAttention's; the other kernels of the family
-// are modelled with the same checks.
+// The launch of a FlashAttention-family kernel whose entry checks passed.
+absl::StatusOr<KernelCall> LaunchFlashVarlen(const ResolvedArgs& call, const FlashVarlenArgs& args,
+                                             const Tensor& cu, std::optional<int64_t> max_seqlen) {
+  const absl::string_view kFunction = args.kernel;
+  const int64_t batch = std::max<int64_t>(cu.numel() - 1, 0);
+  KernelCallBuilder builder(call.q, call.k, call.v, args.scale, call.q.dtype());
+  for (int64_t b = 0; b < batch; ++b) {
+    // The kernel computes each length in int32: a wrapped offset gives a
+    // wrapped length (huge, or negative and then no rows at all).
+    const int32_t length = WrapInt32(cu.IntAt(b + 1) - cu.IntAt(b));
+    builder.AddTokenSequence(cu.IntAt(b), length);
+  }
+  const std::string kernel = absl::StrCat(
+      kFunction, args.fa_version != 0 ? absl::StrCat(" (FA", args.fa_version, ")") : "");
+  if (!max_seqlen.has_value())
+    return builder.Finish(absl::StrCat(kernel, ": ", batch, " sequences"));
+  // FlashAttention's C++ entry takes `int max_seqlen_q`: the value narrows.
+  const int32_t kernel_max = WrapInt32(*max_seqlen);
+  const int64_t rows = GridRows(kernel_max, kFa3BlockRows);
+  builder.LimitRows(rows);
+  return builder.Finish(absl::StrCat(kernel, ": ", batch, " sequences, max_seqlen=", *max_seqlen,
+                                     " -> rows covered per sequence ", rows));
+}
+
+// SGLang's fa3 on sm90 (sglang/kernels/ops/attention/flash_attention_v3.py)
+// calls flash_attn_varlen_func of the FA3 build it loads: the hub's
+// sgl-flash-attn3, else sgl-kernel's. Their Python wrappers and op schemas
+// differ from build to build (whether q, k, v and cu_seqlens are made
+// contiguous first; the op's namespace, which the dispatcher's type errors
+// quote with the whole schema), so those steps are not modelled; the C++
+// entry is FA3's mha_fwd in all of them. Returns max_seqlen_q as mha_fwd
+// reads it.
+absl::StatusOr<int64_t> CheckSglangFa3Entry(const ResolvedArgs& call, const FlashVarlenArgs& args) {
+  const Value& cu_seqlens = args.cu_seqlens;
+  const Value& max_seqlen = args.max_seqlen;
+  auto not_modelled = [](absl::string_view what) {
+    return absl::UnimplementedError(absl::StrCat(
+        "SGLang's FA3 build: ", what,
+        "; its wrapper and op differ from build to build, so the response is not modelled"));
+  };
+  if (!cu_seqlens.is_tensor()) {
+    return not_modelled(absl::StrCat("cu_seqlens_q=", cu_seqlens.Repr(), " is not a tensor"));
+  }
+  const Tensor& cu = cu_seqlens.as_tensor();
+  for (const Tensor* t : {&call.q, &call.k, &call.v}) {
+    if (t->dim() == 0 || t->strides().back() != 1) {
+      return not_modelled("q, k or v has a last dimension of stride other than 1");
+    }
+  }
+  if (!cu.is_contiguous()) return not_modelled("cu_seqlens_q is not contiguous");
+  // The op's `int? max_seqlen_q`: None and Python ints pass (bool is an
+  // int); mha_fwd narrows it to a C int.
+  std::optional<int64_t> max;
+  if (max_seqlen.kind() == Value::Kind::kInt || max_seqlen.kind() == Value::Kind::kBool) {
+    max = max_seqlen.kind() == Value::Kind::kInt ? max_seqlen.as_int() : max_seqlen.as_bool();
+    if (*max < std::numeric_limits<int32_t>::min() || *max > std::numeric_limits<int32_t>::max()) {
+      return not_modelled(absl::StrCat("max_seqlen_q=", *max, " lies outside a C int"));
+    }
+  } else if (!max_seqlen.is_none()) {
+    return not_modelled(absl::StrCat("max_seqlen_q=", max_seqlen.Repr(), " (a ",
+                                     max_seqlen.TypeName(), ") meets the op's int? argument"));
+  }
+  // The op's `float softmax_scale` (a Python int or bool passes).
+  VARLEN_RETURN_IF_ERROR(args.scale_not_modelled);
+  // hopper/flash_api.cpp mha_fwd: the dtypes (680-687), cu_seqlens_q's
+  // device, contiguity and dtype (708-710), then max_seqlen_q (711).
+  VARLEN_RETURN_IF_ERROR(CheckFlashDtypesAndCuSeqlens(call, cu, 3));
+  if (!max.has_value()) {
+    return RuntimeError("max_seqlen_q must be provided if cu_seqlens_q is provided");
+  }
+  if (call.q.dim() != 3 || call.k.dim() != 3 || call.v.dim() != 3 || cu.dim() == 0) {
+    return absl::UnimplementedError(
+        "mha_fwd reads sizes of q, k, v or cu_seqlens_q that it has not checked: not modelled");
+  }
+  VARLEN_RETURN_IF_ERROR(CheckFlashHeadsAndShapes(call, cu, 3));
+  return *max;
+}
+
+// aiter_attn, amx_attn and xpu_attn: their kernels' entry checks are not
+// read from a source here. The launch is predicted only for the
+// arguments their engine's own path hands them: a 1-d int32 cu_seqlens,
+// contiguous, on q's device; an int max_seqlen (mha_fwd-style C int);
+// fp16 or bf16 q, k and v of one dtype, [T, H, D] each, with one head size,
+// a multiple of 8 up to 256, and key/value heads dividing the query heads.
+// Anything else is not modelled. Returns max_seqlen.
+absl::StatusOr<int64_t> CheckUnreadFlashEntry(const ResolvedArgs& call,
+                                              const FlashVarlenArgs& args) {
+  const Value& cu_seqlens = args.cu_seqlens;
+  const Value& max_seqlen = args.max_seqlen;
+  auto not_modelled = [kernel = args.kernel](absl::string_view what) {
+    return absl::UnimplementedError(
+        absl::StrCat(kernel, "() given ", what,
+                     ": its entry checks are not read from a source, so its "
+                     "response is not modelled"));
+  };
+  VARLEN_RETURN_IF_ERROR(args.scale_not_modelled);
+  if (args.scale_kind != Value::Kind::kNone && args.scale_kind != Value::Kind::kFloat) {
+    return not_modelled("a softmax_scale that is not a float");
+  }
+  if (!cu_seqlens.is_tensor()) {
+    return not_modelled(absl::StrCat("cu_seqlens_q=", cu_seqlens.Repr()));
+  }
+  const Tensor& cu = cu_seqlens.as_tensor();
+  if (cu.dtype() != DType::kInt32 || cu.dim() != 1 || !cu.is_contiguous() ||
+      cu.device() != call.q.device()) {
+    return not_modelled(absl::StrCat("a cu_seqlens_q of dtype ", DTypeName(cu.dtype()), ", shape ",
+                                     ShapeToString(cu.shape()), " on ", DeviceName(cu.device()),
+                                     cu.is_contiguous() ? "" : ", not contiguous"));
+  }
+  if (max_seqlen.kind() != Value::Kind::kInt && max_seqlen.kind() != Value::Kind::kBool) {
+    return not_modelled(
+        absl::StrCat("max_seqlen_q=", max_seqlen.Repr(), " (a ", max_seqlen.TypeName(), ")"));
+  }
+  const int64_t max =
+      max_seqlen.kind() == Value::Kind::kInt ? max_seqlen.as_int() : max_seqlen.as_bool();
+  if (max < 0 || max > std::numeric_limits<int32_t>::max()) {
+    return not_modelled(absl::StrCat("max_seqlen_q=", max));
+  }
+  const DType dtype = call.q.dtype();
+  const bool half = dtype == DType::kFloat16 || dtype == DType::kBFloat16;
+  if (!half || call.k.dtype() != dtype || call.v.dtype() != dtype) {
+    return not_modelled(absl::StrCat("q, k, v of dtypes ", DTypeName(dtype), ", ",
+                                     DTypeName(call.k.dtype()), ", ", DTypeName(call.v.dtype())));
+  }
+  if (call.q.dim() != 3 || call.k.dim() != 3 || call.v.dim() != 3) {
+    return not_modelled("q, k or v of other than three dimensions");
+  }
+  const int64_t head_size = call.q.size(2), kv_heads = call.k.size(1);
+  if (head_size % 8 != 0 || head_size > 256 || call.k.size(2) != head_size ||
+      call.v.size(2) != head_size) {
+    return not_modelled(
+        absl::StrCat("head sizes q ", head_size, ", k ", call.k.size(2), ", v ", call.v.size(2)));
+  }
+  if (kv_heads == 0 || call.q.size(1) % kv_heads != 0 || call.v.size(1) != kv_heads ||
+      call.v.size(0) != call.k.size(0)) {
+    return not_modelled(absl::StrCat(call.q.size(1), " query heads and k, v of shapes ",
+                                     ShapeToString(call.k.shape()), ", ",
+                                     ShapeToString(call.v.shape())));
+  }
+  return max;
+}
+
+// torch's name of a dtype, as FA4's assertion messages print it.
+std::string TorchDTypeName(DType dtype) { return absl::StrCat("torch.", DTypeName(dtype)); }
+
+// FA4 as SGLang 0.5.23 vendors it, on sm100 (the platform SGLang picks fa4
+// for): sglang/kernels/ops/attention/flash_attention_v4.py
+// flash_attn_varlen_func, then flash_attn/cute/interface.py's
+// flash_attn_varlen_func and _flash_attn_fwd up to its compile ("v4:" and
+// "if:" below are those files' lines). Returns whether the kernel launches
+// (false: no query rows or keys, and the output is zeroed). What the CuTe
+// DSL decides when it converts the arguments is not modelled.
+absl::StatusOr<bool> CheckFa4Entry(const ResolvedArgs& call, const FlashVarlenArgs& args) {
+  auto assertion = [](absl::string_view message) {
+    return PythonError(PyErrorKind::kAssertionError, message);
+  };
+  auto geometry = [](absl::string_view message) {  // a refusal of the geometry
+    return CapabilityLimit(message, PyErrorKind::kAssertionError);
+  };
+  auto not_modelled = [](absl::string_view what) {
+    return absl::UnimplementedError(
+        absl::StrCat("FA4: ", what, " is decided by the CuTe DSL's compile: not modelled"));
+  };
+  const Tensor &q = call.q, &k = call.k, &v = call.v;
+  if (q.dim() != 3 || k.dim() != 3 || v.dim() != 3) {
+    return absl::UnimplementedError(
+        "FA4 given q, k or v of other than three dimensions: not modelled");
+  }
+  // v4:241-243: cu_seqlens.stride(-1) decides whether it is made contiguous.
+  const Value& cu_value = args.cu_seqlens;
+  if (cu_value.is_none()) {
+    return assertion("");  // if:507: a 3-d k never has the 4-d (batch, seqlen) shape
+  }
+  if (!cu_value.is_tensor()) {
+    return PythonError(
+        PyErrorKind::kAttributeError,
+        absl::StrCat("'", cu_value.TypeName(), "' object has no attribute 'stride'"));
+  }
+  const Tensor& cu = cu_value.as_tensor();
+  if (cu.dim() == 0) {
+    return PythonError(PyErrorKind::kIndexError,
+                       "Dimension specified as -1 but tensor has no dimensions");
+  }
+  const int64_t head_dim = q.size(2), head_dim_v = v.size(2);
+  const int64_t heads = q.size(1), kv_heads = v.size(1);
+  // if:513: k is (v's tokens, v's heads, q's head size); if:515-517: cu is 1-d.
+  if (k.size(0) != v.size(0) || k.size(1) != kv_heads || k.size(2) != head_dim) {
+    return assertion("");
+  }
+  if (cu.dim() != 1) return assertion("cu_seqlens_k must have shape (batch_size + 1,)");
+  // if:563-568: v's dtype, then the pairs (q, k), (q, v), (k, v) (if:580-586).
+  if (v.dtype() != DType::kFloat16 && v.dtype() != DType::kBFloat16) {
+    return geometry("inputs must be float16, bfloat16, fp8 e4m3fn, or fp8 e5m2");
+  }
+  const struct {
+    const char* name;
+    const Tensor& t;
+  } named[] = {{"q", q}, {"k", k}, {"v", v}};
+  for (int i = 0; i < 3; ++i) {
+    for (int j = i + 1; j < 3; ++j) {
+      if (named[i].t.dtype() != named[j].t.dtype()) {
+        return geometry(absl::StrCat(named[i].name, ".dtype ", TorchDTypeName(named[i].t.dtype()),
+                                     " != ", named[j].name, ".dtype ",
+                                     TorchDTypeName(named[j].t.dtype())));
+      }
+    }
+  }
+  // if:590-597: int32, then stride(0) == 1 (after v4:242 made a 1-d cu of
+  // other stride contiguous, which leaves one element's stride as it is).
+  if (cu.dtype() != DType::kInt32) {
+    return assertion("cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k must be int32");
+  }
+  if (cu.numel() == 1 && cu.strides()[0] != 1) {
+    return assertion("cu_seqlens_q, cu_seqlens_k, seqused_q, seqused_k must be contiguous");
+  }
+  // if:602-620: every tensor on the GPU.
+  for (const Tensor* t : {&q, &k, &v, &cu}) {
+    if (t->device() != q.device() || q.device() == Device::kCpu) {
+      return assertion("inputs must be on CUDA device");
+    }
+  }
+  // if:625, then sm100's head sizes (if:626-628 -> 141-154).
+  if (kv_heads == 0) {
+    return CapabilityLimit("integer modulo by zero", PyErrorKind::kZeroDivisionError);
+  }
+  if (heads % kv_heads != 0) return geometry("num_head must be divisible by num_head_kv");
+  const int64_t alignment = 16 / static_cast<int64_t>(DTypeSize(v.dtype()));
+  const bool aligned = head_dim % alignment == 0 && head_dim_v % alignment == 0;
+  const bool supported =
+      (head_dim >= 8 && head_dim <= 128 && head_dim_v >= 8 && head_dim_v <= 128) ||
+      (head_dim == 192 && head_dim_v == 128) ||
+      ((head_dim == 64 || head_dim == head_dim_v) && head_dim_v == 512) ||
+      (head_dim == 256 && head_dim_v == 256);
+  if (!supported || !aligned) {
+    return geometry(absl::StrCat(
+        "(head_dim, head_dim_v)=(", head_dim, ", ", head_dim_v,
+        ") is not supported on SM100/SM110. head_dim and head_dim_v must be between 8 and 128 "
+        "and divisible by ",
+        alignment, ", or (192, 128) for DeepSeek, or (256, 256) for hd256."));
+  }
+  // if:706-710: no query rows or no keys: the output is zeroed, nothing compiled.
+  if (q.size(0) == 0 || v.size(0) == 0) return false;
+  // if:811-814: max_seqlen_q * (heads per kv head), compared with the tile.
+  const Value& max = args.max_seqlen;
+  if (max.kind() == Value::Kind::kStr || max.kind() == Value::Kind::kList) {
+    return PythonError(
+        PyErrorKind::kTypeError,
+        absl::StrCat("'>' not supported between instances of '", max.TypeName(), "' and 'int'"));
+  }
+  if (!max.is_none() && max.kind() != Value::Kind::kInt && max.kind() != Value::Kind::kBool &&
+      max.kind() != Value::Kind::kFloat && max.kind() != Value::Kind::kTensor) {
+    return absl::UnimplementedError(
+        absl::StrCat("FA4's host arithmetic on max_seqlen_q=", max.Repr(), ": not modelled"));
+  }
+  // if:1350 on: the compile converts the arguments.
+  if (head_dim_v == 512) return not_modelled("the MLA head sizes (x, 512) without qv");
+  VARLEN_RETURN_IF_ERROR(args.scale_not_modelled);
+  if (args.scale_kind != Value::Kind::kNone && args.scale_kind != Value::Kind::kFloat) {
+    return not_modelled("a softmax_scale that is not a float");
+  }
+  for (const Tensor* t : {&q, &k, &v}) {
+    if (t->strides().back() != 1) continue;  // v4:231 made it contiguous
+    bool layout_aligned = t->storage_offset() % alignment == 0;
+    for (int64_t d = 0; d + 1 < t->dim(); ++d) {
+      if (t->size(d) > 1 && (t->strides()[d] <= 0 || t->strides()[d] % alignment != 0)) {
+        layout_aligned = false;
+      }
+    }
+    if (!layout_aligned) return not_modelled("a q, k or v layout off 16-byte alignment");
+  }
+  if (cu.numel() <= 1 || heads == 0) return not_modelled("a batch of no sequences or no heads");
+  return true;
+}
+
+// The kernels of the FlashAttention family: vLLM's FA2 and FA3 ops, SGLang's
+// fa3, and the kernels whose entry is not read (CheckUnreadFlashEntry).
 absl::StatusOr<KernelCall> BindFlashVarlen(const ResolvedArgs& call, const FlashVarlenArgs& args) {
   const absl::string_view kFunction = args.kernel;
+  using SglangEntry = FlashVarlenArgs::SglangEntry;
+  if (args.fa_version == 0) {
+    switch (args.sglang_entry) {
+      case SglangEntry::kFa3: {
+        VARLEN_ASSIGN_OR_RETURN(const int64_t max_seqlen, CheckSglangFa3Entry(call, args));
+        return LaunchFlashVarlen(call, args, args.cu_seqlens.as_tensor(), max_seqlen);
+      }
+      case SglangEntry::kFa4: {
+        VARLEN_ASSIGN_OR_RETURN(const bool launches, CheckFa4Entry(call, args));
+        if (!launches) {
+          return KernelCallBuilder(call.q, call.k, call.v, args.scale, call.q.dtype())
+              .Finish("FA4: no query rows or no keys: the output is zeroed");
+        }
+        // The kernel's tile scheduler reads cu_seqlens alone: max_seqlen only
+        // sizes host-side heuristics, so it limits no rows.
+        return LaunchFlashVarlen(call, args, args.cu_seqlens.as_tensor(), std::nullopt);
+      }
+      case SglangEntry::kUnread: {
+        VARLEN_ASSIGN_OR_RETURN(const int64_t max_seqlen, CheckUnreadFlashEntry(call, args));
+        return LaunchFlashVarlen(call, args, args.cu_seqlens.as_tensor(), max_seqlen);
+      }
+    }
+  }
+  // vLLM's builds (fa_version 2 or 3).
   if (call.q.dim() != 3) {
     return PythonError(PyErrorKind::kRuntimeError,
                        "q must have shape (total_q, num_heads, head_dim)");
   }
   VARLEN_ASSIGN_OR_RETURN(Tensor cu, CuSeqlensArgument(args.cu_seqlens, kFunction, "cu_seqlens_q"));
-  const bool vllm_build = args.fa_version != 0;
   // The op's schema refuses a float before the kernel runs.
-  if (vllm_build && args.max_seqlen.kind() == Value::Kind::kFloat) {
+  if (args.max_seqlen.kind() == Value::Kind::kFloat) {
     return absl::UnimplementedError(absl::StrCat(
         "max_seqlen_q=", args.max_seqlen.Repr(),
         " (a float tensor's .item()): the FlashAttention op's dispatcher refuses a float for its "
         "int argument; that message is not modelled"));
   }
-  const bool checked_shapes = vllm_build && call.k.dim() == 3 && call.v.dim() == 3;
-  if (!vllm_build) VARLEN_RETURN_IF_ERROR(CheckFlashCuSeqlens(cu, call.q, args.fa_version));
+  const bool checked_shapes = call.k.dim() == 3 && call.v.dim() == 3;
   VARLEN_ASSIGN_OR_RETURN(int64_t max_seqlen,
                           IntArgument(args.max_seqlen, kFunction, "max_seqlen_q"));
   if (checked_shapes) {
     VARLEN_RETURN_IF_ERROR(CheckFlashDtypesAndCuSeqlens(call, cu, args.fa_version));
-  } else if (vllm_build) {
+  } else {
     VARLEN_RETURN_IF_ERROR(CheckFlashCuSeqlens(cu, call.q, args.fa_version));
   }
   const int64_t batch = std::max<int64_t>(cu.numel() - 1, 0);
@@ -459,20 +754,7 @@ absl::StatusOr<KernelCall> BindFlashVarlen(const ResolvedArgs& call, const Flash
     if (batch == 0) return RuntimeError("batch size must be positive");
   }
   if (checked_shapes) VARLEN_RETURN_IF_ERROR(CheckFlashHeadsAndShapes(call, cu, args.fa_version));
-  KernelCallBuilder builder(call.q, call.k, call.v, args.scale, call.q.dtype());
-  for (int64_t b = 0; b < batch; ++b) {
-    // The kernel computes each length in int32: a wrapped offset gives a
-    // wrapped length (huge, or negative and then no rows at all).
-    const int32_t length = WrapInt32(cu.IntAt(b + 1) - cu.IntAt(b));
-    builder.AddTokenSequence(cu.IntAt(b), length);
-  }
-  // FlashAttention's C++ entry takes `int max_seqlen_q`: the value narrows.
-  const int32_t kernel_max = WrapInt32(max_seqlen);
-  const int64_t rows = GridRows(kernel_max, kFa3BlockRows);
-  builder.LimitRows(rows);
-  return builder.Finish(absl::StrCat(
-      kFunction, args.fa_version != 0 ? absl::StrCat(" (FA", args.fa_version, ")") : "", ": ",
-      batch, " sequences, max_seqlen=", max_seqlen, " -> rows covered per sequence ", rows));
+  return LaunchFlashVarlen(call, args, cu, max_seqlen);
 }
 
 namespace {
@@ -484,8 +766,26 @@ absl::Status TypeError(std::string message) {
 // Python's a // b for b > 0.
 int64_t FloorDiv(int64_t a, int64_t b) { return a / b - (a % b < 0 ? 1 : 0); }
 
-// triton.cdiv(max_input_len, block), i.e. (x + (block - 1)) // block with
-// Python's operators, then the launcher's PyArg_ParseTuple("i") of that grid
+// triton.cdiv(max_input_len, block) is (x + (block - 1)) // block with
+// Python's operators: what they refuse, before any launch.
+absl::Status CheckCdivOperand(const Value& max_input_len) {
+  switch (max_input_len.kind()) {
+    case Value::Kind::kBool:
+    case Value::Kind::kInt:
+    case Value::Kind::kFloat:
+    case Value::Kind::kTensor:
+      return absl::OkStatus();
+    case Value::Kind::kStr:
+      return TypeError("can only concatenate str (not \"int\") to str");
+    case Value::Kind::kList:
+      return TypeError("can only concatenate list (not \"int\") to list");
+    default:
+      return TypeError(absl::StrCat("unsupported operand type(s) for +: '",
+                                    max_input_len.TypeName(), "' and 'int'"));
+  }
+}
+
+// triton.cdiv(max_input_len, block), then the launcher's PyArg_ParseTuple("i") of that grid
 // axis (triton 3.9, backends/nvidia/driver.c launch(): "iiiKKpp..."): a
 // float reaches the launcher and is refused there; a tensor is read by its
 // __index__ (a host sync on the device).
@@ -500,10 +800,6 @@ absl::StatusOr<int64_t> TritonGridBlocks(const Value& max_input_len, int64_t blo
       break;
     case Value::Kind::kFloat:
       return TypeError("'float' object cannot be interpreted as an integer");
-    case Value::Kind::kStr:
-      return TypeError("can only concatenate str (not \"int\") to str");
-    case Value::Kind::kList:
-      return TypeError("can only concatenate list (not \"int\") to list");
     case Value::Kind::kTensor: {
       const Tensor& t = max_input_len.as_tensor();
       if (IsFloatingPoint(t.dtype()) || t.numel() != 1) {
@@ -518,8 +814,8 @@ absl::StatusOr<int64_t> TritonGridBlocks(const Value& max_input_len, int64_t blo
       break;
     }
     default:
-      return TypeError(absl::StrCat("unsupported operand type(s) for +: '",
-                                    max_input_len.TypeName(), "' and 'int'"));
+      VARLEN_RETURN_IF_ERROR(CheckCdivOperand(max_input_len));
+      return absl::InternalError("TritonGridBlocks: an operand triton.cdiv takes");
   }
   // Python's ints do not overflow; C's "i" refuses what an int cannot hold.
   const int64_t blocks = x > std::numeric_limits<int64_t>::max() - block
@@ -559,19 +855,23 @@ absl::StatusOr<KernelCall> BindTriton(const ResolvedArgs& call, const TritonArgs
   }
   const Tensor seq_lens = args.seq_lens.as_tensor();
   if (seq_lens.dim() == 0) return PythonError(PyErrorKind::kIndexError, "tuple index out of range");
-  VARLEN_ASSIGN_OR_RETURN(const int64_t blocks,
-                          TritonGridBlocks(args.max_seqlen, kTritonBlockRows));
+  VARLEN_RETURN_IF_ERROR(CheckCdivOperand(args.max_seqlen));
+  // The launch's arguments are evaluated (o.stride(0) among them), then
+  // the launch specializes them, then parses the grid and the pointers.
   if (args.output_from_workspace && !args.output_ws.is_tensor()) {
     return PythonError(
         PyErrorKind::kAttributeError,
         absl::StrCat("'", args.output_ws.TypeName(), "' object has no attribute 'stride'"));
   }
+  VARLEN_RETURN_IF_ERROR(args.scale_not_modelled);
   if (!args.cu_seqlens.is_tensor()) {
     // None specializes as a constexpr; an int is taken as a raw address.
     return absl::UnimplementedError(absl::StrCat(kFunction,
                                                  " given b_start_loc=", args.cu_seqlens.Repr(),
                                                  ": Triton's response is not modelled"));
   }
+  VARLEN_ASSIGN_OR_RETURN(const int64_t blocks,
+                          TritonGridBlocks(args.max_seqlen, kTritonBlockRows));
   const Tensor cu = args.cu_seqlens.as_tensor();
   VARLEN_RETURN_IF_ERROR(CheckTritonPointer(cu, call.q.device()));
   VARLEN_RETURN_IF_ERROR(CheckTritonPointer(seq_lens, call.q.device()));

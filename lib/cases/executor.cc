@@ -370,6 +370,15 @@ absl::StatusOr<AttentionCall> CallOfCase(const Case& c, const QkvTensors& qkv) {
   return call;
 }
 
+bool KernelRefusesGeometry(const Case& c) {
+  const QkvTensors qkv = SynthesizeQkv(c);
+  absl::StatusOr<AttentionCall> call = CallOfCase(c, qkv);
+  if (!call.ok()) return false;
+  const Resolution resolution = Resolve(*call, c.call.profile, c.mode);
+  if (!resolution.status.ok() || !resolution.args.has_value()) return false;
+  return IsKernelCapabilityLimit(BindForKernel(*resolution.args).status());
+}
+
 void CaseRunner::Execute(const Backend& backend, Outcome* outcome) {
   auto raised = [outcome](absl::Status error, const char* stage) {
     outcome->error = std::move(error);

@@ -69,10 +69,15 @@ absl::StatusOr<double> ResolveSoftmaxScale(const ResolveContext& ctx, Profile pr
       break;
     default:
       if (!ctx.hardened()) {
+        // Each kernel takes the scale through its own gate (a C++ op's
+        // schema, Triton's specialization, a Python wrapper, a JIT compiler),
+        // and none of their responses to a non-number is read from a source
+        // here.
         const ScaleArgument entry = ScaleArgumentOf(profile);
-        return PythonError(PyErrorKind::kTypeError,
-                           absl::StrCat(entry.kernel, "(): argument '", entry.argument,
-                                        "' must be float, not ", scale.TypeName()));
+        return absl::UnimplementedError(
+            absl::StrCat("softmax_scale=", scale.Repr(), " (a ", scale.TypeName(), ") reaches ",
+                         entry.kernel, "() as its ", entry.argument,
+                         ": the kernel's response to a non-number is not modelled"));
       }
       return PythonError(PyErrorKind::kTypeError,
                          absl::StrCat("softmax_scale=", scale.Repr(), " is a ", scale.TypeName(),
@@ -97,6 +102,17 @@ absl::StatusOr<double> ResolveSoftmaxScale(const ResolveContext& ctx, Profile pr
                                     "[1.1754943508222875e-38, 3.4028234663852886e+38]"));
   }
   return value;
+}
+
+absl::Status ResolveKernelScale(const ResolveContext& ctx, Profile profile, double& scale,
+                                absl::Status& not_modelled) {
+  absl::StatusOr<double> resolved = ResolveSoftmaxScale(ctx, profile);
+  if (absl::IsUnimplemented(resolved.status())) {
+    not_modelled = resolved.status();
+    return absl::OkStatus();
+  }
+  VARLEN_ASSIGN_OR_RETURN(scale, std::move(resolved));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<int64_t> CheckQkvShapes(const AttentionCall& call, QkvLayoutRule rule) {

@@ -55,6 +55,17 @@ FlashVarlenRules RulesFor(Profile profile, const SglangBehavior& sglang) {
   }
 }
 
+FlashVarlenArgs::SglangEntry EntryOf(Profile profile) {
+  switch (profile) {
+    case Profile::kFa3:
+      return FlashVarlenArgs::SglangEntry::kFa3;
+    case Profile::kFa4:
+      return FlashVarlenArgs::SglangEntry::kFa4;
+    default:
+      return FlashVarlenArgs::SglangEntry::kUnread;
+  }
+}
+
 // amx_attn's cu_seqlens: None -> _get_cu_seqlens_for_shape; a SingletonCache
 // -> its data (filled first when empty); anything else as given, then
 // `.to(dtype=torch.int32)`, which only a tensor has.
@@ -101,6 +112,7 @@ absl::StatusOr<FlashVarlenArgs> ResolveFaithful(const ResolveContext& ctx, Profi
   const AttentionCall& call = ctx.call;
   FlashVarlenArgs args;
   args.kernel = rules.kernel;
+  args.sglang_entry = EntryOf(profile);
   const bool is_list = call.cu_seqlens.kind() == Value::Kind::kList;
   if (call.forward_metadata.has_value() && rules.reads_metadata) {
     ctx.Note("source: forward_metadata (cu_seqlens, max_seqlen)");
@@ -132,7 +144,8 @@ absl::StatusOr<FlashVarlenArgs> ResolveFaithful(const ResolveContext& ctx, Profi
     args.max_seqlen = Value::Int(max);
   }
   if (rules.passes_scale) {
-    VARLEN_ASSIGN_OR_RETURN(args.scale, ResolveSoftmaxScale(ctx, profile));
+    args.scale_kind = ctx.kwargs.get("softmax_scale").kind();
+    VARLEN_RETURN_IF_ERROR(ResolveKernelScale(ctx, profile, args.scale, args.scale_not_modelled));
   } else {
     if (!ctx.kwargs.get("softmax_scale").is_none()) {
       ctx.Note("softmax_scale ignored: the kernel is called without one and uses its default");
@@ -174,6 +187,7 @@ absl::StatusOr<FlashVarlenArgs> ResolveHardened(const ResolveContext& ctx, Profi
       CheckUnusedBoundariesAgree(ctx, source.checked.offsets, source.name, source.unused));
   FlashVarlenArgs args;
   args.kernel = rules.kernel;
+  args.sglang_entry = EntryOf(profile);
   Value max_seqlen = source.max_seqlen;
   if (source.kind == TokenSource::Kind::kKwargs && rules.max != FlashVarlenRules::Max::kPrecomputed) {
     // The backend derives the maximum itself: a keyword cannot make it wrong.

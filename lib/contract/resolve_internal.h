@@ -37,11 +37,17 @@ absl::StatusOr<ResolvedArgs> ResolveVllm(const ResolveContext& ctx, Profile prof
 
 // softmax_scale as `profile`'s kernel reads it: None -> the default that
 // profile's code computes (DefaultSoftmaxScale), an int or float as is.
-// Hardened mode also requires a finite value. The kernel receives the Python
-// value; a value that is not a number fails at its entry, as "<kernel>():
-// argument '<argument>' must be float, not str" (modelled). Resolvers call
-// this last, where SGLang calls the kernel.
+// Hardened mode also requires a finite value, and refuses anything else.
+// Faithful mode hands anything else to the kernel, whose response is not
+// modelled (Unimplemented). Resolvers call this last, where SGLang calls
+// the kernel.
 absl::StatusOr<double> ResolveSoftmaxScale(const ResolveContext& ctx, Profile profile);
+
+// ResolveSoftmaxScale for a kernel that takes the scale at its entry, in its
+// own order: a non-number's "not modelled" goes to `not_modelled` for the
+// binding to return where the kernel reads the scale; other errors return.
+absl::Status ResolveKernelScale(const ResolveContext& ctx, Profile profile, double& scale,
+                                absl::Status& not_modelled);
 
 // Hardened: q, k and v are [T, H, D] (or [b, s, H, D] where `allow_4d`),
 // agree on tokens, and GQA divides evenly; they are contiguous unless the

@@ -65,7 +65,8 @@ absl::StatusOr<TritonArgs> ResolveFaithful(const ResolveContext& ctx) {
     args.cu_seqlens = Value::FromTensor(cu);
     args.max_seqlen = Value::Int(max);
   }
-  VARLEN_ASSIGN_OR_RETURN(args.scale, ResolveSoftmaxScale(ctx, Profile::kTritonAttn));
+  VARLEN_RETURN_IF_ERROR(
+      ResolveKernelScale(ctx, Profile::kTritonAttn, args.scale, args.scale_not_modelled));
   return args;
 }
 

@@ -418,8 +418,11 @@ NB_MODULE(_core, m) {
         } else {
           sglang = OrRaise(ParseSglangVersion(version_name));
         }
-        const GeometryLimits limits{
-            .max_sequences = 5, .max_len = 24, .max_heads = 4, .max_head_dim = 8};
+        const GeometryLimits limits{.max_sequences = 5,
+                                    .max_len = 24,
+                                    .max_heads = 4,
+                                    .max_head_dim = 8,
+                                    .kernel_head_dims = true};
         // The profile is drawn, then fixed: SGLang's calls are the ones they
         // always were (its figures stay reproducible), vLLM's are vLLM calls.
         const rc::Gen<Case> gen = GenCaseFor(p, limits);

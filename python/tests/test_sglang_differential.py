@@ -4,6 +4,8 @@ runs the differential itself)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -68,3 +70,50 @@ def test_a_release_that_differs_is_listed_by_rule():
     assert result["backends"]["fa4"]["differ"] > 0
     assert any("AssertionError: cu_seqlens must be a torch.Tensor" in rule
                for rule in result["rules"]), list(result["rules"])
+
+
+def call_of(case: dict) -> dict:
+    predicted = _core.faithful_call(json.dumps(case))
+    assert "builder_error" not in predicted, predicted
+    return predicted
+
+
+def test_the_kernels_doors_are_strict():
+    # A float32 q reaches fa3's and fa4's kernels unchanged: FA3's mha_fwd and
+    # FA4's interface refuse it, on SGLang's side as in faithful mode's
+    # prediction (no class counts a predicted refusal as agreement).
+    e = engine("0.5.23")
+    for profile, raised in (
+            ("fa3", ("RuntimeError", "FlashAttention only supports fp16, bf16, and fp8_e4m3 "
+                                     "data type")),
+            ("fa4", ("AssertionError", "inputs must be float16, bfloat16, fp8 e4m3fn, or fp8 "
+                                       "e5m2"))):
+        case = {"name": f"{profile}-float32", "source": "test", "mode": "faithful", "sglang": "0.5.23",
+                "geometry": {"seq_lens": [5, 3], "num_heads": 2, "head_dim": 16,
+                             "dtype": "float32"},
+                "data": {"seed": 1},
+                "call": {"profile": profile,
+                         "cu_seqlens": {"tensor": [0, 5, 8], "dtype": "int32",
+                                        "device": "cuda"}}}
+        predicted = call_of(case)
+        assert predicted["raised"] is None  # resolution succeeds; the kernel refuses
+        text = json.dumps(case)
+        assert sd.kernel_prediction(_core, text) == raised
+        assert e.call(predicted["call"]).raised == raised
+
+
+def test_a_kernel_response_not_read_from_a_source_is_not_modelled():
+    # A str softmax_scale reaches Triton's launcher, which specializes its
+    # arguments before the grid: neither side claims to know what follows.
+    e = engine("0.5.23")
+    case = {"name": "triton-str-scale", "source": "test", "mode": "faithful", "sglang": "0.5.23",
+            "geometry": {"seq_lens": [5, 3], "num_heads": 2, "head_dim": 16,
+                         "dtype": "bfloat16"},
+            "data": {"seed": 1},
+            "call": {"profile": "triton_attn",
+                     "cu_seqlens": {"tensor": [0, 5, 8], "dtype": "int32", "device": "cuda"},
+                     "kwargs": {"softmax_scale": "0.25"}}}
+    predicted = call_of(case)
+    kernel = sd.kernel_prediction(_core, json.dumps(case))
+    assert kernel is not None and kernel[0] == "Unimplemented", kernel
+    assert e.call(predicted["call"]).raised[0] == "NotModelled"

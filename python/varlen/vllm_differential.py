@@ -182,25 +182,6 @@ class Engine(ve.VllmEngine):
         return seen
 
 
-# --- kernel entry ------------------------------------------------------------------------
-
-
-def kernel_prediction(core, text: str) -> Optional[Tuple[str, str]]:
-    """What faithful mode says the kernel's own entry does with a call it
-    resolves (varlen._core.faithful_call stops at the resolution; the case
-    run binds the kernel too): (kind, message) for an entry check's
-    exception, ("Unimplemented", why) where the kernel's response is not
-    modelled, None where the kernel takes the call."""
-    outcome = json.loads(core.repro(text, ["cpu_reference"], "", {})[0]["json"])
-    if outcome["observed"] == "error" and outcome["error"]["stage"] == "kernel entry":
-        kind, _, message = outcome["error"]["text"].partition(": ")
-        return kind, message
-    if outcome["observed"] == "unsupported" and outcome.get("resolved") is not None and \
-            "not modelled" in outcome["unsupported"]:
-        return "Unimplemented", outcome["unsupported"]
-    return None
-
-
 # --- comparing ---------------------------------------------------------------------------
 
 
@@ -444,7 +425,7 @@ def run(calls: int, backends: List[str], seed: int, save: Optional[str], core,
                 row["succeeded"] += 1
             d = predicted["call"]
             if predicted["raised"] is None and profile != "TORCH_SDPA":
-                predicted["kernel"] = kernel_prediction(core, text)
+                predicted["kernel"] = sd.kernel_prediction(core, text)
             diffs = comparer.differences(d, predicted, engine.call(d))
             if verbose and diffs:
                 print(f"{json.loads(text)['name']}: {json.dumps(diffs)[:2000]}", file=sys.stderr)

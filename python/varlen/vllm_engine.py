@@ -131,28 +131,14 @@ _OP_NAMESPACES = ("vllm", "_vllm_fa2_C", "_vllm_fa3_C")
 
 
 class _Device(types.SimpleNamespace):
-    """sglang_differential's device stand-in, with custom ops passed through."""
+    """sglang_differential's device stand-in, with vLLM's custom ops passed through."""
 
 
 @functools.lru_cache(maxsize=None)
 def device() -> _Device:
     """One set of device classes per process: the registered ops re-enter its mode."""
-    DeviceTensor, DeviceMode, is_device, plain = sd._device_classes()
-    torch = sd._torch()
-
-    class VllmDeviceMode(DeviceMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            # torch.ops.vllm.*: the dispatcher parses the arguments as given
-            # (its type gate) and the kernel runs under this mode again.
-            if (isinstance(func, torch._ops.OpOverloadPacket) and
-                    func._qualified_op_name.split("::")[0] in _OP_NAMESPACES) or \
-                    (isinstance(func, torch._ops.OpOverload) and
-                     func.namespace in _OP_NAMESPACES):
-                return func(*args, **(kwargs or {}))
-            return super().__torch_function__(func, types, args, kwargs)
-
-    return _Device(DeviceTensor=DeviceTensor, Mode=VllmDeviceMode, is_device=is_device,
-                   plain=plain)
+    DeviceTensor, DeviceMode, is_device, plain = sd._device_classes(_OP_NAMESPACES)
+    return _Device(DeviceTensor=DeviceTensor, Mode=DeviceMode, is_device=is_device, plain=plain)
 
 
 def _under_device_mode(op_func: Callable) -> Callable:

@@ -25,7 +25,7 @@ json VllmCase() {
     "engine": "vllm",
     "vllm": "0.33.0",
     "mode": "faithful",
-    "geometry": {"seq_lens": [5, 3], "num_heads": 2, "head_dim": 8, "dtype": "float32"},
+    "geometry": {"seq_lens": [5, 3], "num_heads": 2, "head_dim": 8, "dtype": "bfloat16"},
     "call": {
       "profile": "FLASH_ATTN/fa3",
       "layout": "batched",

@@ -263,11 +263,11 @@ TEST(ExecutorTest, KernelEntryErrorIsReportedAtTheKernelStage) {
   j["call"]["kwargs"] = json::object();
   j["expect"] = {{"outcome", "error"},
                  {"error", "RuntimeError"},
-                 {"message", "cu_seqlens_q must have dtype int32"}};
+                 {"message", "cu_seqlens_q must have dtype torch.int32"}};
   const Outcome o = RunCase(ParseOrDie(j), Reference());
   EXPECT_EQ(o.observed, Observed::kError);
   EXPECT_EQ(o.error_stage, "kernel entry");
-  EXPECT_EQ(FormatPythonError(o.error), "RuntimeError: cu_seqlens_q must have dtype int32");
+  EXPECT_EQ(FormatPythonError(o.error), "RuntimeError: cu_seqlens_q must have dtype torch.int32");
   EXPECT_EQ(o.verdict, Verdict::kPass);
 }
 

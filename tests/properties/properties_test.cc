@@ -99,7 +99,10 @@ RC_GTEST_PROP(BuilderProperty, PackedIndptrsDividedByWidthArePaddedOffsets, ()) 
 // Every well-formed way of passing one geometry resolves to the same
 // arguments and gives a bitwise-identical output.
 RC_GTEST_PROP(EquivalenceProperty, Fa3ArgumentFormsAgree, ()) {
-  const Geometry g = *GenGeometry();
+  Geometry g = *GenGeometry();
+  // FA3's entry takes fp16 and bf16, and head sizes that are multiples of 8.
+  g.dtype = *rc::gen::element(DType::kFloat16, DType::kBFloat16);
+  g.head_dim = g.head_dim_v = 8 * *rc::gen::inRange<int64_t>(1, 3);
   const QkvTensors qkv = Data(g, *rc::gen::arbitrary<uint64_t>());
   const int64_t longest = Longest(g.seq_lens);
 

@@ -1,5 +1,7 @@
-// The case the kernel tests run: fa3's correct call (int32 cu_seqlens on the
-// device, no max_seqlen) for sequences of `lengths` tokens.
+// The case the kernel tests run: triton_attn's correct call (int32
+// cu_seqlens on the device, no max_seqlen) for sequences of `lengths`
+// tokens. Its kernel takes any dtype and head size, so the tests reach every
+// geometry (FlashAttention's entry refuses most of them).
 
 #ifndef VARLEN_TESTS_SUPPORT_KERNEL_CASES_H_
 #define VARLEN_TESTS_SUPPORT_KERNEL_CASES_H_
@@ -26,7 +28,7 @@ inline Case KernelCase(std::vector<int64_t> lengths, int64_t heads, int64_t kv_h
   c.data.seed = seed;
   std::vector<int64_t> offsets = {0};
   for (int64_t n : c.geometry.seq_lens) offsets.push_back(offsets.back() + n);
-  c.call.profile = Profile::kFa3;
+  c.call.profile = Profile::kTritonAttn;
   c.call.cu_seqlens = ArgLiteral::IntTensor(offsets, DType::kInt32, Device::kCuda);
   return c;
 }

@@ -45,6 +45,9 @@ struct GeometryLimits {
   int max_heads = 4;
   int max_head_dim = 16;
   bool allow_zero_lengths = true;
+  // Also draw the head sizes kernels decide on: real towers' (64 to 128),
+  // others off the multiples of 8, and past 256 (the engine differentials).
+  bool kernel_head_dims = false;
 };
 
 // At least one sequence; lengths in [0, max_len] (no zeros unless allowed).

@@ -156,6 +156,12 @@ Outcome RunCase(const Case& c, const Backend& backend, RunOptions options = {});
 // what a backend is called with. An error is the metadata builder's.
 absl::StatusOr<AttentionCall> CallOfCase(const Case& c, const QkvTensors& qkv);
 
+// Whether the kernel of `c`'s profile refuses `c`'s geometry at its entry (a
+// dtype or head size it does not take; IsKernelCapabilityLimit). A
+// generated correct call with such a geometry is out of scope for every
+// property: its replay as a case would never reach a backend.
+bool KernelRefusesGeometry(const Case& c);
+
 }  // namespace varlen
 
 #endif  // VARLEN_CASES_EXECUTOR_H_

@@ -65,8 +65,19 @@ struct FlashVarlenArgs {
   double scale = 0.0;
   // vLLM's fa_version=2 or 3: the FlashAttention build whose C++ entry checks
   // cu_seqlens (FA2: dtype, device, contiguity; FA3: device, contiguity,
-  // dtype). 0 for SGLang's wrappers, which cast and move cu_seqlens first.
+  // dtype). 0 for SGLang's kernels, whose entry is `sglang_entry`.
   int fa_version = 0;
+  enum class SglangEntry {
+    kUnread,  // entry checks not read from a source (aiter, amx, xpu)
+    kFa3,     // FA3's mha_fwd behind the wrapper of the build SGLang loads
+    kFa4,     // FA4's CuTe interface as SGLang vendors it (on sm100)
+  };
+  SglangEntry sglang_entry = SglangEntry::kUnread;
+  // Faithful mode's softmax_scale as the caller passed it. A non-number is
+  // refused or taken at the kernel's entry, in its own order
+  // (`scale_not_modelled`); a float, int or bool has `scale`.
+  Value::Kind scale_kind = Value::Kind::kNone;
+  absl::Status scale_not_modelled;
 };
 
 // context_attention_fwd's varlen arguments.
@@ -77,6 +88,9 @@ struct TritonArgs {
   bool output_from_workspace = false;  // graph mode writes into output_ws
   Value output_ws;
   double scale = 0.0;
+  // Faithful mode's non-number softmax_scale: the kernel reads sm_scale only
+  // as a launch argument, so the launch decides (BindTriton).
+  absl::Status scale_not_modelled;
 };
 
 // The SDPA backend's boolean mask, built on the host from cu_seqlens, and

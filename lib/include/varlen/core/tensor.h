@@ -64,6 +64,7 @@ class Tensor {
   int64_t dim() const { return static_cast<int64_t>(shape_.size()); }
   int64_t size(int64_t d) const { return shape_[d < 0 ? d + dim() : d]; }
   int64_t numel() const { return ShapeNumel(shape_); }
+  int64_t storage_offset() const { return offset_; }  // in elements, as torch counts it
   bool is_contiguous() const;
   // True when both tensors view the same storage at the same offset.
   bool SharesStorageWith(const Tensor& other) const;
