@@ -88,7 +88,8 @@ def test_the_kernels_doors_are_strict():
                                      "data type")),
             ("fa4", ("AssertionError", "inputs must be float16, bfloat16, fp8 e4m3fn, or fp8 "
                                        "e5m2"))):
-        case = {"name": f"{profile}-float32", "source": "test", "mode": "faithful", "sglang": "0.5.23",
+        case = {"name": f"{profile}-float32", "source": "test", "mode": "faithful",
+                "sglang": "0.5.23",
                 "geometry": {"seq_lens": [5, 3], "num_heads": 2, "head_dim": 16,
                              "dtype": "float32"},
                 "data": {"seed": 1},

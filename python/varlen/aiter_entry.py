@@ -319,13 +319,14 @@ def _aiter_cpp(path, q, k, v, cu_q, cu_k, hdim_q, hdim_k, hdim_v, lasts, batch_s
         check(last == 1, "Input tensor must have contiguous last dimension")
     check(cu_q.is_contiguous(), "cu_seqlens_q must be contiguous")          # CK 443 / v3 322
     check(cu_k.is_contiguous(), f"{cu_k_name} must be contiguous")          # CK 445 / v3 323
-    num_heads, num_heads_k = q.shape[1], k.shape[-2]                        # CK 450-454 / v3 327-331
+    num_heads, num_heads_k = q.shape[1], k.shape[-2]  # CK 450-454 / v3 327-331
     check(batch_size > 0, "batch size must be postive")                     # CK 473 / v3 350
     check(hdim_q <= 256, "CK only supports head dimension at most 256")     # CK 474 / v3 351
     check(hdim_v <= 256, "CK only supports head dimension at most 256")     # CK 475 / v3 352
     # CK 476-477 / v3 353-354 (multiples of 8) hold after the padding.
     if num_heads_k == 0:
-        raise NotModelled("C++ `num_heads % num_heads_k` with no key heads (integer division by zero)")
+        raise NotModelled("C++ `num_heads % num_heads_k` with no key heads "
+                          "(integer division by zero)")
     check(num_heads % num_heads_k == 0,
           "Number of heads in key/value must divide number of heads in query")  # CK 478 / v3 355
     # CK 500-513 / v3 377-389: CHECK_SHAPE, "<x> must have shape (<args>)".

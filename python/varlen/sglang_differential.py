@@ -18,15 +18,16 @@ SGLang's nine vision backends, the same call is made twice:
   compile (fa4_entry, on sm100); triton_attn runs the wheel's own
   context_attention_fwd up to Triton's launcher (kernel_entry.TritonJit).
   Every check is written from the kernels' sources, independently of the
-  C++ model. aiter's, the AMX and the XPU kernels, whose entries are not
-  read, are capture shims: faithful mode predicts their launch only for the
-  forms their engine's own path makes and reports anything else as not
-  modelled. FlashInfer's cuDNN prefill is a capture shim, and the NPU's
-  fused kernel one with its queryT check. Tensors that stand for device tensors are host tensors of a
-  subclass, and a torch function mode counts every host read of one
-  (.item(), .tolist(), bool(), int(), .cpu(), .to("cpu")) as a host sync,
-  every move of a host tensor to the device as a host-to-device copy, and
-  reports q.device as "cuda".
+  C++ model. aiter's door is aiter's own (aiter_entry, on gfx942), which
+  faithful mode does not model yet; the AMX and XPU kernels, whose entries
+  are not read, are capture shims. For all three faithful mode predicts a
+  launch only for the forms their engine's own path makes and reports
+  anything else as not modelled. FlashInfer's cuDNN prefill is a capture shim, and the NPU's
+  fused kernel one with its queryT check. Tensors that stand for device
+  tensors are host tensors of a subclass, and a torch function mode counts
+  every host read of one (.item(), .tolist(), bool(), int(), .cpu(),
+  .to("cpu")) as a host sync, every move of a host tensor to the device as a
+  host-to-device copy, and reports q.device as "cuda".
 
 The two are compared on the outcome (exception type and message), every
 kernel argument, and the counts. A version name is one of the modelled
@@ -177,8 +178,8 @@ def _torch():
 def _device_classes(op_namespaces=()):
     """The device stand-ins: DeviceTensor, DeviceMode, is_device, plain. Ops of
     `op_namespaces` pass DeviceMode untouched: the dispatcher parses their
-    arguments as given (its type gate) and their kernels run under the mode
-    again (see op_kernel)."""
+    arguments as given (its type gate) and their kernels enter the mode
+    again."""
     torch = _torch()
     from torch.overrides import TorchFunctionMode
     from torch.utils import _pytree
@@ -506,8 +507,8 @@ def _aiter(*, q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, s
             softmax_scale=softmax_scale, causal=False)
     # aiter's door on an MI300 (gfx942), where SGLang picks aiter_attn.
     aiter_entry.aiter_varlen_entry(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                                       max_seqlen_k, softmax_scale, _ENGINE.get().is_device,
-                                       gfx="gfx942")
+                                   max_seqlen_k, softmax_scale, _ENGINE.get().is_device,
+                                   gfx="gfx942")
     return _output_like(q, v)
 
 
@@ -560,8 +561,8 @@ class Engine:
         cls = getattr(self.vision, BACKEND_CLASSES[d["profile"]])
         sdpa = d["sdpa"]
         ledger, capture = Ledger(), Capture()
-        tokens = [_LEDGER.set(ledger), _CAPTURE.set(capture), _GRAPH_MODE.set(bool(d["graph_mode"])),
-                  _ENGINE.set(self)]
+        tokens = [_LEDGER.set(ledger), _CAPTURE.set(capture),
+                  _GRAPH_MODE.set(bool(d["graph_mode"])), _ENGINE.set(self)]
         raised = None
         try:
             with self.DeviceMode():
@@ -829,7 +830,8 @@ def tally(row: dict, rules: Dict[str, Dict[str, Any]], profile: str,
 
 def print_table(result: dict, out) -> collections.Counter:
     """The backend x outcome table of a run; returns the column totals."""
-    columns = [c for c in ("calls", "agree", "not_modelled", "explained", "differ") if any(c in row for row in result["backends"].values())]
+    columns = [c for c in ("calls", "agree", "not_modelled", "explained", "differ")
+               if any(c in row for row in result["backends"].values())]
     print("  " + f"{'backend':17s}" + "".join(f"{c:>14s}" for c in columns), file=out)
     total = collections.Counter()
     for profile, row in result["backends"].items():
