@@ -19,18 +19,22 @@ rc::Gen<DType> GenFloatDType() {
 rc::Gen<TensorLiteral> GenIntTensorLiteral(const std::vector<int64_t>& hint) {
   return rc::gen::exec([hint] {
     TensorLiteral t;
-    // Now and then a bool tensor, which torch refuses to subtract.
+    // Now and then a bool tensor, which torch refuses to subtract, or an
+    // int16 one, whose offsets wrap past 32767 as `.to(torch.int16)` wraps them.
     t.dtype = *rc::gen::weightedOneOf<DType>({{4, rc::gen::just(DType::kInt32)},
                                               {4, rc::gen::just(DType::kInt64)},
-                                              {1, rc::gen::just(DType::kBool)}});
+                                              {1, rc::gen::just(DType::kBool)},
+                                              {1, rc::gen::just(DType::kInt16)}});
     t.device = *rc::gen::element(Device::kCpu, Device::kCuda);
     t.ints = *rc::gen::weightedOneOf<std::vector<int64_t>>(
         {{3, rc::gen::just(hint)},
          {1, rc::gen::container<std::vector<int64_t>>(rc::gen::inRange<int64_t>(-3, 2000))}});
-    if (t.dtype == DType::kBool) {
-      for (int64_t& v : t.ints) v = v != 0;
+    for (int64_t& v : t.ints) {
+      if (t.dtype == DType::kBool) v = v != 0;
+      if (t.dtype == DType::kInt16) v = WrapInt16(v);
     }
     if (*rc::gen::inRange(0, 4) == 0) t.shape = Shape{static_cast<int64_t>(t.ints.size()), 1, 1, 1};
+    if (*rc::gen::inRange(0, 8) == 0) t.step = 2;  // cu_seqlens[::2]: not contiguous
     return t;
   });
 }

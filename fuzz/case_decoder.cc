@@ -514,7 +514,8 @@ class Decoder {
 
   TensorLiteral TensorValue() {
     TensorLiteral t;
-    t.dtype = PickOne({DType::kInt32, DType::kInt32, DType::kInt64, DType::kFloat32, DType::kBool});
+    t.dtype = PickOne({DType::kInt32, DType::kInt32, DType::kInt64, DType::kFloat32, DType::kBool,
+                       DType::kInt16});
     t.device = in_.ConsumeBool() ? Device::kCuda : Device::kCpu;
     std::vector<int64_t> values;
     switch (in_.ConsumeIntegralInRange<int>(0, 3)) {
@@ -535,8 +536,12 @@ class Decoder {
     if (shape == 1) t.shape = Shape{n, 1, 1, 1};
     if (shape == 2) t.shape = Shape{};  // 0-d: only one value fits
     if (shape == 2) values.resize(1);
+    if (shape != 2 && in_.ConsumeIntegralInRange<int>(0, 7) == 0) t.step = 2;  // not contiguous
     // An int32 tensor cannot hold a value beyond int32: such a value comes
     // as the int64 tensor a caller would have.
+    if (t.dtype == DType::kInt16) {  // what `.to(torch.int16)` keeps of the offsets
+      for (int64_t& v : values) v = WrapInt16(v);
+    }
     if (t.dtype == DType::kInt32 && std::any_of(values.begin(), values.end(), [](int64_t v) {
           return v < -kInt32Max - 1 || v > kInt32Max;
         })) {

@@ -671,6 +671,13 @@ absl::StatusOr<bool> CheckFa4Entry(const ResolvedArgs& call, const FlashVarlenAr
     return absl::UnimplementedError(
         absl::StrCat("FA4's host arithmetic on max_seqlen_q=", max.Repr(), ": not modelled"));
   }
+  // A tensor's product with the heads per kv head is a tensor: the
+  // comparison's `if` takes its truth value, which needs one element.
+  if (max.is_tensor() && max.as_tensor().numel() != 1) {
+    return RuntimeError(max.as_tensor().numel() == 0
+                            ? "Boolean value of Tensor with no values is ambiguous"
+                            : "Boolean value of Tensor with more than one value is ambiguous");
+  }
   // if:1350 on: the compile converts the arguments.
   if (head_dim_v == 512) return not_modelled("the MLA head sizes (x, 512) without qv");
   VARLEN_RETURN_IF_ERROR(args.scale_not_modelled);
@@ -899,6 +906,8 @@ absl::StatusOr<KernelCall> BindTriton(const ResolvedArgs& call, const TritonArgs
                                               "] but it has ", cu.numel(),
                                               " entries: the kernel would read past the buffer"));
   }
+  // The kernel is handed data_ptr() alone and reads element b at pointer + b:
+  // a strided view's strides are never seen, so the reads are of storage.
   for (int64_t b = 0; b < batch; ++b) builder.AddTokenSequence(cu.IntAt(b), seq_lens.IntAt(b));
   builder.LimitRows(rows);
   return builder.Finish(absl::StrCat(kFunction, ": ", batch,

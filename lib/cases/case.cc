@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 #include <vector>
 
@@ -97,7 +98,28 @@ absl::StatusOr<Distribution> ParseDistribution(absl::string_view name) {
 
 bool TensorLiteral::operator==(const TensorLiteral& other) const {
   return dtype == other.dtype && device == other.device && shape == other.shape &&
-         ints == other.ints && SameDoubles(floats, other.floats);
+         ints == other.ints && SameDoubles(floats, other.floats) && step == other.step;
+}
+
+Tensor MakeTensor(const TensorLiteral& t) {
+  const Shape shape = t.shape.value_or(
+      Shape{static_cast<int64_t>(IsFloatingPoint(t.dtype) ? t.floats.size() : t.ints.size())});
+  const Tensor dense = IsFloatingPoint(t.dtype)
+                           ? Tensor::FromDoubles(t.floats, t.dtype, t.device, shape)
+                           : Tensor::FromInts(t.ints, t.dtype, t.device, shape);
+  if (t.step == 1 || shape.empty()) return dense;
+  Shape base_shape = shape;
+  base_shape[0] *= t.step;
+  const Tensor base = Tensor::Zeros(t.dtype, t.device, base_shape);
+  Shape strides = base.strides();
+  strides[0] *= t.step;
+  const Tensor view = base.AsStrided(shape, strides, 0);
+  const size_t size = DTypeSize(t.dtype);
+  for (int64_t i = 0; i < dense.numel(); ++i) {
+    std::memcpy(base.mutable_data<unsigned char>() + view.StorageIndex(i) * size,
+                dense.data<unsigned char>() + i * size, size);
+  }
+  return view;
 }
 
 ArgLiteral ArgLiteral::Int(int64_t v) {

@@ -139,6 +139,9 @@ absl::StatusOr<TensorLiteral> ReadTensorLiteral(const ObjectReader& r, const jso
     }
     t.shape = dims;
   }
+  if (const json* step = r.Optional("step")) {
+    VARLEN_ASSIGN_OR_RETURN(t.step, ReadInt(*step, r.Path("step")));
+  }
   const std::string values_path = r.Path("tensor");
   if (!values.is_array()) return Expected(values_path, "an array of values", values);
   if (static_cast<int64_t>(values.size()) > kMaxLiteralValues) {
@@ -200,10 +203,10 @@ absl::StatusOr<ArgLiteral> ReadArg(const json& j, const std::string& path, int d
   }
   VARLEN_ASSIGN_OR_RETURN(ObjectReader r,
                           ObjectReader::Open(j, path,
-                                             {"tensor", "dtype", "device", "shape", "float",
+                                             {"tensor", "dtype", "device", "shape", "step", "float",
                                               "singleton_cache", "empty_like"}));
   if (const json* values = r.Optional("tensor")) {
-    VARLEN_RETURN_IF_ERROR(r.OnlyKeys({"tensor", "dtype", "device", "shape"}));
+    VARLEN_RETURN_IF_ERROR(r.OnlyKeys({"tensor", "dtype", "device", "shape", "step"}));
     VARLEN_ASSIGN_OR_RETURN(a.tensor, ReadTensorLiteral(r, *values));
     a.kind = ArgLiteral::Kind::kTensor;
   } else if (const json* f = r.Optional("float")) {
@@ -216,7 +219,7 @@ absl::StatusOr<ArgLiteral> ReadArg(const json& j, const std::string& path, int d
     if (!cache->is_null()) {
       VARLEN_ASSIGN_OR_RETURN(ObjectReader data,
                               ObjectReader::Open(*cache, r.Path("singleton_cache"),
-                                                 {"tensor", "dtype", "device", "shape"}));
+                                                 {"tensor", "dtype", "device", "shape", "step"}));
       VARLEN_ASSIGN_OR_RETURN(const json* cached_values, data.Required("tensor"));
       VARLEN_ASSIGN_OR_RETURN(a.tensor, ReadTensorLiteral(data, *cached_values));
       a.cache_has_data = true;
@@ -597,12 +600,25 @@ absl::Status ValidateTensorLiteral(const TensorLiteral& t, const std::string& pa
                                                      numel, " values but ", count, " are given"));
     }
   }
-  if (t.dtype == DType::kInt32) {
+  if (t.step != 1) {
+    VARLEN_RETURN_IF_ERROR(CheckRange(path + ".step", t.step, 1, kMaxLiteralValues,
+                                      "a view takes every step-th row of its base"));
+    if (t.shape.has_value() && t.shape->empty()) {
+      return PathError(path + ".step", "a 0-d tensor has no rows to step over");
+    }
+    if (count * t.step > kMaxLiteralValues) {
+      return PathError(path + ".step", absl::StrCat("a base of ", count, " x ", t.step,
+                                                    " elements exceeds the limit of ",
+                                                    kMaxLiteralValues, " per literal tensor"));
+    }
+  }
+  if (t.dtype == DType::kInt32 || t.dtype == DType::kInt16) {
+    const int64_t max = t.dtype == DType::kInt32 ? std::numeric_limits<int32_t>::max()
+                                                 : std::numeric_limits<int16_t>::max();
     for (size_t i = 0; i < t.ints.size(); ++i) {
-      if (t.ints[i] < std::numeric_limits<int32_t>::min() ||
-          t.ints[i] > std::numeric_limits<int32_t>::max()) {
+      if (t.ints[i] < -max - 1 || t.ints[i] > max) {
         return PathError(absl::StrCat(path, ".tensor[", i, "]"),
-                         absl::StrCat(t.ints[i], " does not fit in int32"));
+                         absl::StrCat(t.ints[i], " does not fit in ", DTypeName(t.dtype)));
       }
     }
   }
@@ -831,6 +847,7 @@ json TensorLiteralToJson(const TensorLiteral& t) {
   }
   json j = {{"tensor", values}, {"dtype", DTypeName(t.dtype)}, {"device", DeviceName(t.device)}};
   if (t.shape.has_value()) j["shape"] = *t.shape;
+  if (t.step != 1) j["step"] = t.step;
   return j;
 }
 
@@ -918,12 +935,21 @@ TensorLiteral LiteralOfTensor(const Tensor& t) {
   literal.dtype = t.dtype();
   literal.device = t.device();
   if (t.dim() != 1) literal.shape = t.shape();
+  // A view that takes every step-th row of a dense base says so.
+  if (t.dim() >= 1 && !t.is_contiguous()) {
+    Shape strides = ContiguousStrides(t.shape());
+    const int64_t row = strides[0];
+    if (row > 0 && t.strides()[0] % row == 0) {
+      strides[0] = t.strides()[0];
+      if (strides == t.strides()) literal.step = t.strides()[0] / row;
+    }
+  }
   if (t.has_storage()) {
     for (int64_t i = 0; i < t.numel(); ++i) {
       if (IsFloatingPoint(t.dtype())) {
-        literal.floats.push_back(t.DoubleAt(i));
+        literal.floats.push_back(t.DoubleAtLogical(i));
       } else {
-        literal.ints.push_back(t.IntAt(i));
+        literal.ints.push_back(t.IntAtLogical(i));
       }
     }
   }

@@ -39,8 +39,7 @@ absl::Status SpellOutVllmMetadata(const Case& c, CallSpec* call) {
   options.fp8_padded_hidden_size = m.fp8_padded_hidden_size;
   VARLEN_ASSIGN_OR_RETURN(
       VllmEncoderMetadata metadata,
-      PrepareVllmEncoderMetadata(c.call.profile, Tensor::FromInts(cu.ints, cu.dtype, cu.device),
-                                 options, m.device, c.mode));
+      PrepareVllmEncoderMetadata(c.call.profile, MakeTensor(cu), options, m.device, c.mode));
   call->cu_seqlens = LiteralOfValue(metadata.cu_seqlens);
   SetKwarg(call, "max_seqlen", LiteralOfValue(metadata.max_seqlen));
   SetKwarg(call, "sequence_lengths", LiteralOfValue(metadata.sequence_lengths));

@@ -17,11 +17,6 @@
 namespace varlen {
 namespace {
 
-Tensor MaterializeTensor(const TensorLiteral& t) {
-  if (IsFloatingPoint(t.dtype)) return Tensor::FromDoubles(t.floats, t.dtype, t.device, t.shape);
-  return Tensor::FromInts(t.ints, t.dtype, t.device, t.shape);
-}
-
 // torch.empty_like(q) where q has no storage (a geometry too large to
 // allocate): resolution may read its values (as cu_seqlens, say), so it gets
 // zeros up to this many elements; beyond, the case is unsupported. The
@@ -65,7 +60,7 @@ Value Materialize(const ArgLiteral& a, const Tensor& q, bool values_read = true)
     case ArgLiteral::Kind::kStr:
       return Value::Str(a.s);
     case ArgLiteral::Kind::kTensor:
-      return Value::FromTensor(MaterializeTensor(a.tensor));
+      return Value::FromTensor(MakeTensor(a.tensor));
     case ArgLiteral::Kind::kList: {
       std::vector<Value> items;
       for (const ArgLiteral& item : a.list) items.push_back(Materialize(item, q, values_read));
@@ -73,7 +68,7 @@ Value Materialize(const ArgLiteral& a, const Tensor& q, bool values_read = true)
     }
     case ArgLiteral::Kind::kSingletonCache: {
       auto cache = std::make_shared<SingletonCache>();
-      if (a.cache_has_data) cache->data = MaterializeTensor(a.tensor);
+      if (a.cache_has_data) cache->data = MakeTensor(a.tensor);
       return Value::Cache(std::move(cache));
     }
     case ArgLiteral::Kind::kEmptyLikeQ:

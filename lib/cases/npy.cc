@@ -55,6 +55,9 @@ absl::Status WriteNpy(const std::string& path, const Tensor& t) {
     case DType::kFloat64:
       descr = "<f8";
       break;
+    case DType::kInt16:
+      descr = "<i2";
+      break;
     case DType::kInt32:
       descr = "<i4";
       break;
@@ -66,11 +69,9 @@ absl::Status WriteNpy(const std::string& path, const Tensor& t) {
       break;
   }
   std::string bytes = Header(descr, t.shape());
-  // Walk the logical indices; the storage offset comes from the strides.
-  Shape index(t.shape().size(), 0);
+  // The logical elements in row-major order, wherever the strides put them.
   for (int64_t n = 0; n < t.numel(); ++n) {
-    int64_t offset = 0;
-    for (size_t d = 0; d < index.size(); ++d) offset += index[d] * t.strides()[d];
+    const int64_t offset = t.StorageIndex(n);
     switch (t.dtype()) {
       case DType::kFloat16:
         Append(&bytes, DoubleToFloat16Bits(t.DoubleAt(offset)));
@@ -82,6 +83,9 @@ absl::Status WriteNpy(const std::string& path, const Tensor& t) {
       case DType::kFloat64:
         Append(&bytes, t.DoubleAt(offset));
         break;
+      case DType::kInt16:
+        Append(&bytes, static_cast<int16_t>(t.IntAt(offset)));
+        break;
       case DType::kInt32:
         Append(&bytes, static_cast<int32_t>(t.IntAt(offset)));
         break;
@@ -91,10 +95,6 @@ absl::Status WriteNpy(const std::string& path, const Tensor& t) {
       case DType::kBool:
         Append(&bytes, static_cast<uint8_t>(t.IntAt(offset) != 0));
         break;
-    }
-    for (size_t d = index.size(); d-- > 0;) {
-      if (++index[d] < t.shape()[d]) break;
-      index[d] = 0;
     }
   }
   return WriteBytes(path, bytes);

@@ -126,7 +126,7 @@ absl::StatusOr<VisionAttentionMetadata> PrepareFlashinferCudnnMetadata(const Val
     return PythonError(PyErrorKind::kIndexError,
                        "index -1 is out of bounds for dimension 0 with size 0");
   }
-  const int64_t total = cu.IntAt(cu.numel() - 1);  // device-side cu[-1], no host read
+  const int64_t total = cu.IntAtLogical(cu.numel() - 1);  // device-side cu[-1], no host read
   Tensor padded_indptr = internal::PadTo(cu, batch_padded + 1, total);
   Tensor padded_lengths = internal::PadTo(seq_lens, batch_padded, 0);
   Tensor element_indptr = internal::MulScalar(padded_indptr, elem_per_token);

@@ -90,7 +90,7 @@ AttentionCall AsLayerSeesIt(const AttentionCall& call, Profile profile,
                                         ? " replaced by the dense output of the rotary embedding"
                                         : " made contiguous (a copy)"));
     }
-    if (rotated || !pass_strided) *t = internal::Contiguous(*t);
+    if (rotated || !pass_strided) *t = t->Contiguous();
     *t = FlattenBatch(*t);
   }
   if (pass_strided && !seen.v.is_contiguous()) {

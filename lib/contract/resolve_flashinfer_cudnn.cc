@@ -187,7 +187,7 @@ DerivedPacking DerivePacking(const Tensor& cu, int64_t width, Device device) {
   Tensor cu32 = To(cu, device, DType::kInt32, "cu_seqlens.to(q.device, torch.int32)");
   Tensor lengths = Diff(cu32);
   const int64_t padded = PaddedBatchSize(lengths.numel());
-  Tensor indptr = MulScalar(PadTo(cu32, padded + 1, cu32.IntAt(cu32.numel() - 1)), width);
+  Tensor indptr = MulScalar(PadTo(cu32, padded + 1, cu32.IntAtLogical(cu32.numel() - 1)), width);
   return {PadTo(lengths, padded, 0).Reshape({-1, 1, 1, 1}), Cat({indptr, indptr, indptr})};
 }
 

@@ -161,7 +161,8 @@ absl::StatusOr<int64_t> BuildMask(const ResolveContext& ctx, int64_t s, SdpaArgs
   for (int64_t i = 1; i < n; ++i) {
     if (floats) {
       // torch.tensor of Python floats is float32; row < len keeps ceil(len) rows.
-      const float length = static_cast<float>(host.DoubleAt(i) - host.DoubleAt(i - 1));
+      const float length =
+          static_cast<float>(host.DoubleAtLogical(i) - host.DoubleAtLogical(i - 1));
       const double kept = std::isnan(length) ? 0.0 : std::clamp<double>(std::ceil(length), 0, s);
       args->kept.push_back(static_cast<int64_t>(kept));
       continue;

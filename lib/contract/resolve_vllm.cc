@@ -79,7 +79,7 @@ std::optional<std::string> TorchRepr(const Tensor& t) {
   std::vector<std::string> items;
   size_t width = 0;
   for (int64_t i = 0; i < t.numel(); ++i) {
-    const int64_t v = t.IntAt(i);
+    const int64_t v = t.IntAtLogical(i);
     items.push_back(is_bool ? (v != 0 ? "True" : "False") : absl::StrCat(v));
     width = std::max(width, items.back().size());
   }
@@ -180,7 +180,7 @@ absl::StatusOr<Tensor> ViewTo4d(const Tensor& t, int64_t bsz, int64_t len, int64
 
 // einops "b s ... -> (b s) ...": [b, s, h, d] -> [b * s, h, d], a view when
 // the items follow one another at the token stride, else a copy.
-Tensor Flatten(const Tensor& t) { return FlattenBatch(CanFlattenBatch(t) ? t : Contiguous(t)); }
+Tensor Flatten(const Tensor& t) { return FlattenBatch(CanFlattenBatch(t) ? t : t.Contiguous()); }
 
 struct Views {
   Tensor q, k, v;  // [b, s, heads, head_size]
@@ -409,7 +409,7 @@ absl::StatusOr<ResolvedArgs> FaithfulFlashinfer(const ResolveContext& ctx) {
   const Value max = ctx.kwargs.get("max_seqlen");
   const Value lengths = ctx.kwargs.get("sequence_lengths");
   // q and k made contiguous; v left as the projection made it.
-  const Tensor q = Contiguous(Flatten(call.q)), k = Contiguous(Flatten(call.k));
+  const Tensor q = Flatten(call.q).Contiguous(), k = Flatten(call.k).Contiguous();
   const Tensor v = Flatten(call.v);
   for (const Value* required : {&call.cu_seqlens, &max, &lengths}) {
     if (required->is_none()) return PythonError(PyErrorKind::kAssertionError, "");
@@ -617,7 +617,7 @@ absl::StatusOr<ResolvedArgs> HardenedFlashinfer(const ResolveContext& ctx) {
                                       "maybe_compute_seq_lens)"));
     }
   }
-  const Tensor q = Contiguous(Flatten(call.q)), k = Contiguous(Flatten(call.k));
+  const Tensor q = Flatten(call.q).Contiguous(), k = Flatten(call.k).Contiguous();
   const Tensor v = Flatten(call.v);
   if (q.dim() != 3 || q.size(1) != call.vllm_layer.num_heads ||
       q.size(2) != call.vllm_layer.head_size) {

@@ -22,8 +22,10 @@ absl::StatusOr<Tensor> MaxSeqlenTensor(Profile profile, const Tensor& cu) {
   int64_t longest = 0;
   if (profile != Profile::kVllmTorchSdpa && cu.numel() >= 2) {
     const Tensor lengths = internal::Diff(cu);
-    longest = lengths.IntAt(0);
-    for (int64_t i = 1; i < lengths.numel(); ++i) longest = std::max(longest, lengths.IntAt(i));
+    longest = lengths.IntAtLogical(0);
+    for (int64_t i = 1; i < lengths.numel(); ++i) {
+      longest = std::max(longest, lengths.IntAtLogical(i));
+    }
   }
   const int64_t value =
       profile == Profile::kVllmFlashinfer ? VllmBucketedMaxSeqlen(longest) : longest;
@@ -104,7 +106,7 @@ absl::StatusOr<VllmEncoderMetadata> PrepareVllmEncoderMetadata(Profile profile, 
     const auto pad = [&](const Tensor& section) {
       return batch == padded
                  ? section
-                 : internal::PadTo(section, padded + 1, section.IntAt(section.numel() - 1));
+                 : internal::PadTo(section, padded + 1, section.IntAtLogical(section.numel() - 1));
     };
     offsets = internal::Cat({pad(qko), pad(v)});
   }

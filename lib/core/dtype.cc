@@ -18,7 +18,7 @@ struct DTypeInfo {
   size_t size;
 };
 
-constexpr std::array<DTypeInfo, 7> kDTypes = {{
+constexpr std::array<DTypeInfo, 8> kDTypes = {{
     {DType::kFloat32, "float32", 4},
     {DType::kFloat16, "float16", 2},
     {DType::kBFloat16, "bfloat16", 2},
@@ -26,6 +26,7 @@ constexpr std::array<DTypeInfo, 7> kDTypes = {{
     {DType::kInt32, "int32", 4},
     {DType::kInt64, "int64", 8},
     {DType::kBool, "bool", 1},
+    {DType::kInt16, "int16", 2},
 }};
 
 const DTypeInfo& Info(DType dtype) { return kDTypes[static_cast<size_t>(dtype)]; }
@@ -43,9 +44,9 @@ absl::StatusOr<DType> ParseDType(absl::string_view name) {
   for (const DTypeInfo& info : kDTypes) {
     if (info.name == name) return info.dtype;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("dtype \"", name,
-                   "\" is not one of float32, float16, bfloat16, float64, int32, int64, bool"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "dtype \"", name,
+      "\" is not one of float32, float16, bfloat16, float64, int16, int32, int64, bool"));
 }
 
 size_t DTypeSize(DType dtype) { return Info(dtype).size; }
@@ -55,7 +56,9 @@ bool IsFloatingPoint(DType dtype) {
          dtype == DType::kFloat64;
 }
 
-bool IsIntegral(DType dtype) { return dtype == DType::kInt32 || dtype == DType::kInt64; }
+bool IsIntegral(DType dtype) {
+  return dtype == DType::kInt16 || dtype == DType::kInt32 || dtype == DType::kInt64;
+}
 
 absl::string_view DeviceName(Device device) { return device == Device::kCpu ? "cpu" : "cuda"; }
 

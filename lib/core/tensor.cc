@@ -19,14 +19,17 @@ namespace {
 //     indefinite" value, the dtype's minimum;
 //   cuda (PTX cvt.rzi): NaN gives 0, out-of-range values saturate.
 int64_t FloatToInt(double value, DType dtype, Device device) {
-  const bool narrow = dtype == DType::kInt32;
-  const int64_t min =
-      narrow ? std::numeric_limits<int32_t>::min() : std::numeric_limits<int64_t>::min();
-  const int64_t max =
-      narrow ? std::numeric_limits<int32_t>::max() : std::numeric_limits<int64_t>::max();
-  const double lo = narrow ? -2147483648.0 : -9223372036854775808.0;
-  const double hi = narrow ? 2147483648.0 : 9223372036854775808.0;
-  if (value >= lo && value < hi) return static_cast<int64_t>(value);
+  const int bits = static_cast<int>(DTypeSize(dtype)) * 8;  // 16, 32 or 64
+  const int64_t max = bits == 64 ? std::numeric_limits<int64_t>::max()
+                                 : static_cast<int64_t>((uint64_t{1} << (bits - 1)) - 1);
+  const int64_t min = -max - 1;
+  const double bound = std::ldexp(1.0, bits - 1);  // exact: a power of two
+  if (value >= -bound && value < bound) return static_cast<int64_t>(value);
+  // torch's CPU casts to int16 go through int32 (x86's cvttss2si), then
+  // keep the low 16 bits: 40000.0 becomes -25536, 3e9 becomes 0.
+  if (device == Device::kCpu && bits == 16) {
+    return WrapInt16(FloatToInt(value, DType::kInt32, device));
+  }
   if (device == Device::kCpu) return min;
   if (std::isnan(value)) return 0;
   return value < 0 ? min : max;
@@ -112,14 +115,55 @@ Tensor Tensor::FromDoubles(absl::Span<const double> values, DType dtype, Device 
   return t;
 }
 
-bool Tensor::is_contiguous() const { return strides_ == ContiguousStrides(shape_); }
+bool Tensor::is_contiguous() const {
+  // torch's rule: an empty tensor is contiguous, and a size-1 dimension's
+  // stride does not matter.
+  if (numel() == 0) return true;
+  int64_t expected = 1;
+  for (size_t d = shape_.size(); d-- > 0;) {
+    if (shape_[d] == 1) continue;
+    if (strides_[d] != expected) return false;
+    expected *= shape_[d];
+  }
+  return true;
+}
 
 bool Tensor::SharesStorageWith(const Tensor& other) const {
   return storage_ != nullptr && storage_ == other.storage_ && offset_ == other.offset_;
 }
 
+int64_t Tensor::StorageIndex(int64_t i) const {
+  if (is_contiguous()) return i;
+  int64_t at = 0;
+  for (size_t d = shape_.size(); d-- > 0;) {
+    at += (i % shape_[d]) * strides_[d];
+    i /= shape_[d];
+  }
+  return at;
+}
+
+Tensor Tensor::Contiguous() const {
+  if (is_contiguous()) return *this;
+  if (!has_storage()) return ShapeOnly(dtype_, device_, shape_);
+  Tensor out = Zeros(dtype_, device_, shape_);
+  const size_t size = DTypeSize(dtype_);
+  std::vector<int64_t> index(shape_.size(), 0);  // an odometer over the row-major indices
+  int64_t source = 0;
+  for (int64_t i = 0; i < numel(); ++i) {
+    std::memcpy(out.mutable_data<unsigned char>() + i * size, data<unsigned char>() + source * size,
+                size);
+    for (size_t d = index.size(); d-- > 0;) {
+      source += strides_[d];
+      if (++index[d] < shape_[d]) break;
+      source -= index[d] * strides_[d];
+      index[d] = 0;
+    }
+  }
+  return out;
+}
+
 Tensor Tensor::Reshape(Shape shape) const {
-  assert(is_contiguous());
+  if (!is_contiguous()) return Contiguous().Reshape(std::move(shape));
   int64_t known = 1;
   int inferred = -1;
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -155,16 +199,19 @@ Tensor Tensor::AsStrided(Shape shape, Shape strides, int64_t offset) const {
 }
 
 Tensor Tensor::Slice(int64_t begin, int64_t end) const {
-  assert(is_contiguous() && 0 <= begin && begin <= end && end <= numel());
+  assert((dim() == 1 || is_contiguous()) && 0 <= begin && begin <= end && end <= numel());
+  const int64_t stride = dim() == 1 ? strides_[0] : 1;
   Tensor t = *this;
   t.shape_ = {end - begin};
-  t.strides_ = {1};
-  t.offset_ = offset_ + begin;
+  t.strides_ = {stride};
+  t.offset_ = offset_ + begin * stride;
   return t;
 }
 
 int64_t Tensor::IntAt(int64_t i) const {
   switch (dtype_) {
+    case DType::kInt16:
+      return data<int16_t>()[i];
     case DType::kInt32:
       return data<int32_t>()[i];
     case DType::kInt64:
@@ -193,8 +240,10 @@ double Tensor::DoubleAt(int64_t i) const {
 
 void Tensor::SetIntAt(int64_t i, int64_t value) const {
   switch (dtype_) {
+    case DType::kInt16:  // two's-complement wrap, as torch's integer arithmetic does
+      mutable_data<int16_t>()[i] = WrapInt16(value);
+      return;
     case DType::kInt32:
-      // Two's-complement wrap, as torch's int32 arithmetic does.
       mutable_data<int32_t>()[i] = WrapInt32(value);
       return;
     case DType::kInt64:
@@ -233,14 +282,14 @@ void Tensor::SetDoubleAt(int64_t i, double value) const {
 std::vector<int64_t> Tensor::ToHostInts(absl::string_view what) const {
   if (device_ == Device::kCuda) RecordDeviceEvent(DeviceEventKind::kHostSync, what);
   std::vector<int64_t> out(static_cast<size_t>(numel()));
-  for (int64_t i = 0; i < numel(); ++i) out[static_cast<size_t>(i)] = IntAt(i);
+  for (int64_t i = 0; i < numel(); ++i) out[static_cast<size_t>(i)] = IntAtLogical(i);
   return out;
 }
 
 std::vector<double> Tensor::ToHostDoubles(absl::string_view what) const {
   if (device_ == Device::kCuda) RecordDeviceEvent(DeviceEventKind::kHostSync, what);
   std::vector<double> out(static_cast<size_t>(numel()));
-  for (int64_t i = 0; i < numel(); ++i) out[static_cast<size_t>(i)] = DoubleAt(i);
+  for (int64_t i = 0; i < numel(); ++i) out[static_cast<size_t>(i)] = DoubleAtLogical(i);
   return out;
 }
 
@@ -258,7 +307,8 @@ std::string Tensor::DebugString() const {
         parts.push_back("...");
         i = n - kShown;
       }
-      parts.push_back(IsFloatingPoint(dtype_) ? absl::StrCat(DoubleAt(i)) : absl::StrCat(IntAt(i)));
+      parts.push_back(IsFloatingPoint(dtype_) ? absl::StrCat(DoubleAtLogical(i))
+                                              : absl::StrCat(IntAtLogical(i)));
     }
     values = absl::StrCat("[", absl::StrJoin(parts, ", "), "]");
     if (dim() != 1) absl::StrAppend(&values, ", shape=", ShapeToString(shape_));

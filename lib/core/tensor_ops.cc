@@ -27,29 +27,9 @@ Tensor To(const Tensor& t, Device device, DType dtype, absl::string_view what) {
   Tensor out = Tensor::Zeros(dtype, device, t.shape());
   for (int64_t i = 0; i < t.numel(); ++i) {
     if (IsFloatingPoint(dtype) || IsFloatingPoint(t.dtype())) {
-      out.SetDoubleAt(i, t.DoubleAt(i));
+      out.SetDoubleAt(i, t.DoubleAtLogical(i));
     } else {
-      out.SetIntAt(i, t.IntAt(i));
-    }
-  }
-  return out;
-}
-
-Tensor Contiguous(const Tensor& t) {
-  if (t.is_contiguous()) return t;
-  if (!t.has_storage()) return Tensor::ShapeOnly(t.dtype(), t.device(), t.shape());
-  Tensor out = Tensor::Zeros(t.dtype(), t.device(), t.shape());
-  const size_t size = DTypeSize(t.dtype());
-  const unsigned char* from = t.data<unsigned char>();
-  unsigned char* to = out.mutable_data<unsigned char>();
-  std::vector<int64_t> index(t.shape().size(), 0);
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    int64_t source = 0;
-    for (size_t d = 0; d < index.size(); ++d) source += index[d] * t.strides()[d];
-    std::memcpy(to + i * size, from + source * size, size);
-    for (size_t d = index.size(); d-- > 0;) {  // the next index in row-major order
-      if (++index[d] < t.shape()[d]) break;
-      index[d] = 0;
+      out.SetIntAt(i, t.IntAtLogical(i));
     }
   }
   return out;
@@ -64,11 +44,11 @@ Tensor Diff(const Tensor& t) {
   Tensor out = Tensor::Zeros(t.dtype(), t.device(), shape);
   for (int64_t i = 0; i < out.numel(); ++i) {
     if (IsFloatingPoint(t.dtype())) {
-      out.SetDoubleAt(i, t.DoubleAt(i + row) - t.DoubleAt(i));
+      out.SetDoubleAt(i, t.DoubleAtLogical(i + row) - t.DoubleAtLogical(i));
     } else {
       // Unsigned arithmetic: the difference wraps like the dtype does.
-      out.SetIntAt(i, static_cast<int64_t>(static_cast<uint64_t>(t.IntAt(i + row)) -
-                                           static_cast<uint64_t>(t.IntAt(i))));
+      out.SetIntAt(i, static_cast<int64_t>(static_cast<uint64_t>(t.IntAtLogical(i + row)) -
+                                           static_cast<uint64_t>(t.IntAtLogical(i))));
     }
   }
   return out;
@@ -108,15 +88,15 @@ absl::StatusOr<Tensor> Max(const Tensor& t) {
   }
   Tensor out = Tensor::Zeros(t.dtype(), t.device(), {});
   if (IsFloatingPoint(t.dtype())) {
-    double best = t.DoubleAt(0);
+    double best = t.DoubleAtLogical(0);
     for (int64_t i = 1; i < t.numel() && !std::isnan(best); ++i) {
-      const double v = t.DoubleAt(i);
+      const double v = t.DoubleAtLogical(i);
       best = std::isnan(v) ? v : std::max(best, v);  // torch propagates NaN
     }
     out.SetDoubleAt(0, best);
   } else {
-    int64_t best = t.IntAt(0);
-    for (int64_t i = 1; i < t.numel(); ++i) best = std::max(best, t.IntAt(i));
+    int64_t best = t.IntAtLogical(0);
+    for (int64_t i = 1; i < t.numel(); ++i) best = std::max(best, t.IntAtLogical(i));
     out.SetIntAt(0, best);
   }
   return out;
@@ -138,9 +118,9 @@ namespace {
 // out[to] = t[from], keeping floating values exact.
 void CopyElement(const Tensor& t, int64_t from, const Tensor& out, int64_t to) {
   if (IsFloatingPoint(t.dtype())) {
-    out.SetDoubleAt(to, t.DoubleAt(from));
+    out.SetDoubleAt(to, t.DoubleAtLogical(from));
   } else {
-    out.SetIntAt(to, t.IntAt(from));
+    out.SetIntAt(to, t.IntAtLogical(from));
   }
 }
 }  // namespace
@@ -161,13 +141,13 @@ Tensor MulScalar(const Tensor& t, int64_t scalar) {
   Tensor out = Tensor::Zeros(t.dtype(), t.device(), t.shape());
   if (IsFloatingPoint(t.dtype())) {
     for (int64_t i = 0; i < t.numel(); ++i) {
-      out.SetDoubleAt(i, t.DoubleAt(i) * static_cast<double>(scalar));
+      out.SetDoubleAt(i, t.DoubleAtLogical(i) * static_cast<double>(scalar));
     }
     return out;
   }
   for (int64_t i = 0; i < t.numel(); ++i) {
-    out.SetIntAt(
-        i, static_cast<int64_t>(static_cast<uint64_t>(t.IntAt(i)) * static_cast<uint64_t>(scalar)));
+    out.SetIntAt(i, static_cast<int64_t>(static_cast<uint64_t>(t.IntAtLogical(i)) *
+                                         static_cast<uint64_t>(scalar)));
   }
   return out;
 }

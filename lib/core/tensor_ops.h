@@ -24,10 +24,6 @@ namespace varlen::internal {
 // the ledger entries (e.g. "cu_seqlens.to(q.device, torch.int32)").
 Tensor To(const Tensor& t, Device device, DType dtype, absl::string_view what);
 
-// t.contiguous(): `t` itself when it already is, else a dense copy on the
-// same device (a device-side copy: nothing is recorded).
-Tensor Contiguous(const Tensor& t);
-
 // t[1:] - t[:-1] along the first dimension (trailing ones kept), in t's dtype
 // (int32 wraps).
 Tensor Diff(const Tensor& t);

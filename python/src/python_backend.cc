@@ -160,6 +160,8 @@ nb::dlpack::dtype DLPackDType(DType dtype) {
       return {static_cast<uint8_t>(nb::dlpack::dtype_code::Bfloat), 16, 1};
     case DType::kFloat64:
       return nb::dtype<double>();
+    case DType::kInt16:
+      return nb::dtype<int16_t>();
     case DType::kInt32:
       return nb::dtype<int32_t>();
     case DType::kInt64:
@@ -178,13 +180,14 @@ absl::StatusOr<DType> FromDLPack(nb::dlpack::dtype dtype, const std::string& wha
     if (code == Code::Float && dtype.bits == 16) return DType::kFloat16;
     if (code == Code::Bfloat && dtype.bits == 16) return DType::kBFloat16;
     if (code == Code::Float && dtype.bits == 64) return DType::kFloat64;
+    if (code == Code::Int && dtype.bits == 16) return DType::kInt16;
     if (code == Code::Int && dtype.bits == 32) return DType::kInt32;
     if (code == Code::Int && dtype.bits == 64) return DType::kInt64;
     if (code == Code::Bool && dtype.bits == 8) return DType::kBool;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat(what, " has DLPack dtype code ", int{dtype.code}, " with ", int{dtype.bits},
-                   " bits: it must be float32, float16, bfloat16, float64, int32, int64 or bool"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      what, " has DLPack dtype code ", int{dtype.code}, " with ", int{dtype.bits},
+      " bits: it must be float32, float16, bfloat16, float64, int16, int32, int64 or bool"));
 }
 
 nb::object TensorToArray(const Tensor& t) {

@@ -175,6 +175,24 @@ def _torch():
     return torch
 
 
+def host_copy(array):
+    """A host copy of a tensor the core hands over, strides kept: a strided
+    view (a column of a fused projection, `cu_seqlens[::2]`) stays a view, of
+    a zero-filled base as the case's own tensor is (clone() would make it
+    dense, and a kernel that ignores strides would read other elements)."""
+    torch = _torch()
+    x = torch.from_dlpack(array)
+    if x.is_contiguous():
+        return x.clone()
+    extent = 1 + sum((n - 1) * s for n, s in zip(x.shape, x.stride()))
+    out = torch.zeros(extent, dtype=x.dtype).as_strided(tuple(x.shape), tuple(x.stride()))
+    try:
+        out.copy_(x)
+    except RuntimeError:  # overlapping strides: their values, densely
+        return x.clone()
+    return out
+
+
 def _device_classes(op_namespaces=()):
     """The device stand-ins: DeviceTensor, DeviceMode, is_device, plain. Ops of
     `op_namespaces` pass DeviceMode untouched: the dispatcher parses their
@@ -269,12 +287,15 @@ def _device_classes(op_namespaces=()):
                 elif not is_device(source) and target:
                     ledger.host_to_device_copies.append(getattr(func, "__name__", "to"))
                 call_args = [plain(a) for a in args]
-                if func is tensor.cuda:
-                    out = call_args[0].clone() if kwargs.get("copy") else call_args[0]
-                elif func is tensor.cpu:
+                if func is tensor.cuda or func is tensor.cpu:
                     out = call_args[0]
                 else:
                     out = func(*call_args, **kwargs)
+                if target != is_device(source) or (func is tensor.cuda and kwargs.get("copy")):
+                    # A move is a copy into new memory, laid out as
+                    # preserve_format lays it: a dense tensor keeps its
+                    # strides, `cu[::2]` arrives contiguous.
+                    out = out.clone()
                 return on_device(out) if target else plain(out)
             device = kwargs.get("device")
             wanted = wants_device(device) if device is not None else None
@@ -532,7 +553,7 @@ class Engine:
         def tensor(t):
             key = t["id"]
             if key not in tensors:
-                host = torch.from_dlpack(t["__tensor__"]).clone()
+                host = host_copy(t["__tensor__"])
                 tensors[key] = host.as_subclass(self.DeviceTensor) if t["device"] == "cuda" else host
             return tensors[key]
 
@@ -612,9 +633,36 @@ def kernel_prediction(core, text: str) -> Optional[Tuple[str, str]]:
     return None
 
 
-_DTYPE_NAMES = {"torch.int32": "int32", "torch.int64": "int64", "torch.float32": "float32",
-                "torch.float16": "float16", "torch.bfloat16": "bfloat16",
-                "torch.float64": "float64", "torch.bool": "bool"}
+def tensor_json(t, on_device: bool) -> dict:
+    """A tensor as the C++ report writes one (varlen::TensorToJson): its
+    values, dtype ("torch.int16" -> "int16"), device, shape unless 1-d, and
+    the step of a view that takes every step-th row of a dense base."""
+    values = t.reshape(-1).tolist()
+    if t.is_floating_point():
+        values = ["nan" if v != v else ("inf" if v == math.inf else
+                                        "-inf" if v == -math.inf else v) for v in values]
+    j = {"tensor": values, "dtype": str(t.dtype).removeprefix("torch."),
+         "device": "cuda" if on_device else "cpu"}
+    if t.dim() != 1:
+        j["shape"] = list(t.shape)
+    if t.dim() >= 1 and not t.is_contiguous():
+        dense = [math.prod(t.shape[d + 1:]) for d in range(t.dim())]
+        row, stride = dense[0], t.stride(0)
+        if row > 0 and stride % row == 0 and list(t.stride()[1:]) == dense[1:]:
+            j["step"] = stride // row
+    return j
+
+
+def _scale_pairs(resolved, scale, profile: str, head_dim: int) -> list:
+    """The scale compared, when the kernel got a number or None (its default).
+    Any other value reaches the kernel unconverted: the core holds it as not
+    modelled, and a launch that never converts it (no rows) has no number to
+    compare."""
+    if scale is None:
+        return [("scale", resolved["scale"], _default_scale(profile, head_dim))]
+    if isinstance(scale, (bool, int, float)):
+        return [("scale", resolved["scale"], scale)]
+    return []
 
 
 def _default_scale(profile: str, head_dim: int) -> float:
@@ -634,13 +682,7 @@ class Comparer:
         """A captured argument as the C++ report writes a Value."""
         torch = _torch()
         if isinstance(x, torch.Tensor):
-            t = self.engine.plain(x)
-            values = t.reshape(-1).tolist()
-            j = {"tensor": values, "dtype": _DTYPE_NAMES.get(str(t.dtype), str(t.dtype)),
-                 "device": "cuda" if self.engine.is_device(x) else "cpu"}
-            if t.dim() != 1:
-                j["shape"] = list(t.shape)
-            return j
+            return tensor_json(self.engine.plain(x), self.engine.is_device(x))
         if isinstance(x, list):
             return [self.as_json(item) for item in x]
         if isinstance(x, self.engine.vision.SingletonCache):
@@ -685,22 +727,18 @@ class Comparer:
         if profile in ("fa3", "fa4", "aiter_attn", "amx_attn", "xpu_attn"):
             if a["cu_seqlens_k"] is not a["cu_seqlens_q"] or a["max_seqlen_k"] is not a["max_seqlen_q"]:
                 pairs.append(("q and k arguments", "the same objects", "different objects"))
-            scale = a["softmax_scale"]
             pairs += [("cu_seqlens", resolved["cu_seqlens"], self.as_json(a["cu_seqlens_q"])),
-                      ("max_seqlen", resolved["max_seqlen"], self.as_json(a["max_seqlen_q"])),
-                      ("scale", resolved["scale"],
-                       _default_scale(profile, head_dim) if scale is None else scale)]
+                      ("max_seqlen", resolved["max_seqlen"], self.as_json(a["max_seqlen_q"]))]
+            pairs += _scale_pairs(resolved, a["softmax_scale"], profile, head_dim)
         elif profile == "triton_attn":
-            scale = a["scale"]
             ws = kwargs.get("output_ws")
             pairs += [("cu_seqlens", resolved["cu_seqlens"], self.as_json(a["cu_seqlens"])),
                       ("seq_lens", resolved["seq_lens"], self.as_json(a["seq_lens"])),
                       ("max_seqlen", resolved["max_seqlen"], self.as_json(a["max_seqlen"])),
                       ("output_from_workspace", resolved["output_from_workspace"],
                        a["o"] is ws and "output_ws" in kwargs and d["graph_mode"]
-                       and d["forward_metadata"] is None),
-                      ("scale", resolved["scale"],
-                       _default_scale(profile, head_dim) if scale is None else scale)]
+                       and d["forward_metadata"] is None)]
+            pairs += _scale_pairs(resolved, a["scale"], profile, head_dim)
         elif profile == "flashinfer_cudnn":
             pairs += cudnn_prefill_pairs(self.as_json, resolved, a)
             pairs.append(("scale", resolved["scale"], a["scale"]))

@@ -103,21 +103,6 @@ def same_error(want, raised) -> bool:
 # --- the engine --------------------------------------------------------------------------
 
 
-def _host_copy(array):
-    """A copy of a described tensor with its strides: a strided view of a fused
-    projection stays a strided view (clone() would make it contiguous, and the
-    layer's view, einops' copy-or-view and FlashInfer's own-stride v read the
-    strides)."""
-    torch = sd._torch()
-    x = torch.from_dlpack(array)
-    try:
-        out = torch.empty_strided(tuple(x.shape), tuple(x.stride()), dtype=x.dtype)
-        out.copy_(x)
-        return out
-    except RuntimeError:  # overlapping strides: their values, densely
-        return x.clone()
-
-
 def _cuda_repr(self, *, tensor_contents=None):
     """repr() of a device tensor as torch writes a CUDA tensor's: the host
     tensor's text with device='cuda:0' as its first suffix (the dispatcher's
@@ -156,7 +141,7 @@ class Engine(ve.VllmEngine):
         def strided(t):
             key = t["id"]
             if key not in tensors:
-                host = _host_copy(t["__tensor__"])
+                host = sd.host_copy(t["__tensor__"])
                 tensors[key] = (host.as_subclass(self.device.DeviceTensor)
                                 if t["device"] == "cuda" else host)
             return tensors[key]
@@ -219,16 +204,7 @@ class Comparer:
         """A captured argument as the C++ report writes a Value."""
         torch = sd._torch()
         if isinstance(x, torch.Tensor):
-            t = self.engine.device.plain(x)
-            values = t.reshape(-1).tolist()
-            if t.is_floating_point():
-                values = ["nan" if v != v else ("inf" if v == math.inf else
-                                                "-inf" if v == -math.inf else v) for v in values]
-            j = {"tensor": values, "dtype": sd._DTYPE_NAMES.get(str(t.dtype), str(t.dtype)),
-                 "device": "cuda" if self.engine.device.is_device(x) else "cpu"}
-            if t.dim() != 1:
-                j["shape"] = list(t.shape)
-            return j
+            return sd.tensor_json(self.engine.device.plain(x), self.engine.device.is_device(x))
         if isinstance(x, list):
             return [self.as_json(item) for item in x]
         return x

@@ -479,7 +479,7 @@ class VllmEngine:
         def tensor(t):
             key = t["id"]
             if key not in tensors:
-                host = torch.from_dlpack(t["__tensor__"]).clone()
+                host = sd.host_copy(t["__tensor__"])
                 tensors[key] = (host.as_subclass(self.device.DeviceTensor)
                                 if t["device"] == "cuda" else host)
             return tensors[key]

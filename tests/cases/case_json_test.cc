@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "varlen/cases/case.h"
+#include "varlen/core/tensor.h"
 
 namespace varlen {
 namespace {
@@ -115,7 +116,7 @@ TEST(ParseCaseTest, UnknownNestedFields) {
   j["call"]["cu_seqlens"]["values"] = json::array();
   EXPECT_EQ(ErrorFor(j),
             "x.json: $.call.cu_seqlens.values: unknown field (expected one of: tensor, dtype, "
-            "device, shape, float, singleton_cache, empty_like)");
+            "device, shape, step, float, singleton_cache, empty_like)");
 
   // A key of another value form is unknown once the form is known.
   j = Minimal();
@@ -123,7 +124,7 @@ TEST(ParseCaseTest, UnknownNestedFields) {
   j["call"]["cu_seqlens"]["float"] = 1.5;
   EXPECT_EQ(ErrorFor(j),
             "x.json: $.call.cu_seqlens.float: unknown field (expected one of: tensor, dtype, "
-            "device, shape)");
+            "device, shape, step)");
 
   j = Minimal();
   j["call"]["kwargs"] = {{"max_seqlen", {{"float", 5.0}, {"dtype", "float32"}}}};
@@ -186,7 +187,7 @@ TEST(ParseCaseTest, WrongTypesNameThePathAndWhatWasFound) {
       {R"({"mode": "fast"})", "x.json: $.mode: mode \"fast\" is not one of faithful, hardened"},
       {R"({"geometry": {"dtype": "int8"}})",
        "x.json: $.geometry.dtype: dtype \"int8\" is not one of float32, float16, bfloat16, "
-       "float64, int32, int64, bool"},
+       "float64, int16, int32, int64, bool"},
       {R"({"call": {"kwargs": []}})", "x.json: $.call.kwargs: expected an object, got array []"},
       {R"({"data": {"seed": -1}})",
        "x.json: $.data.seed: expected an integer in [0, 2^64), got number -1"},
@@ -328,6 +329,61 @@ TEST(ParseCaseTest, Int32TensorLiteralOutOfRange) {
   EXPECT_EQ(
       ErrorFor(j),
       "x.json: $.call.forward_metadata.cu_seqlens.tensor[2]: 2147483648 does not fit in int32");
+}
+
+TEST(ParseCaseTest, Int16TensorLiteralOutOfRange) {
+  json j = Minimal();
+  j["call"]["cu_seqlens"] = IntTensorJson({0, 8, 32767}, "int16");
+  EXPECT_EQ(ErrorFor(j), "OK");
+  j["call"]["cu_seqlens"] = IntTensorJson({0, 8, 32768}, "int16");
+  EXPECT_EQ(ErrorFor(j), "x.json: $.call.cu_seqlens.tensor[2]: 32768 does not fit in int16");
+  j["call"]["cu_seqlens"] = IntTensorJson({-32769}, "int16");
+  EXPECT_EQ(ErrorFor(j), "x.json: $.call.cu_seqlens.tensor[0]: -32769 does not fit in int16");
+}
+
+TEST(ParseCaseTest, StepMakesAStridedViewOfAZeroFilledBase) {
+  json j = Minimal();
+  j["call"]["cu_seqlens"] = IntTensorJson({0, 3, 8});
+  j["call"]["cu_seqlens"]["step"] = 2;
+  const Case c = ParseOrDie(j.dump());
+  const TensorLiteral& literal = c.call.cu_seqlens.tensor;
+  EXPECT_EQ(literal.step, 2);
+  const Tensor t = MakeTensor(literal);
+  EXPECT_FALSE(t.is_contiguous());
+  EXPECT_THAT(t.shape(), ElementsAre(3));
+  EXPECT_THAT(t.strides(), ElementsAre(2));
+  EXPECT_THAT(t.ToHostInts("cu_seqlens"), ElementsAre(0, 3, 8));
+  // The rows between are the base's zeros.
+  EXPECT_THAT(t.AsStrided({6}, {1}, 0).ToHostInts("base"), ElementsAre(0, 0, 3, 0, 8, 0));
+  // A 2-d literal steps over whole rows.
+  j["call"]["cu_seqlens"] = IntTensorJson({1, 2, 3, 4});
+  j["call"]["cu_seqlens"]["shape"] = {2, 2};
+  j["call"]["cu_seqlens"]["step"] = 3;
+  const Tensor table = MakeTensor(ParseOrDie(j.dump()).call.cu_seqlens.tensor);
+  EXPECT_THAT(table.strides(), ElementsAre(6, 1));
+  EXPECT_THAT(table.ToHostInts("x"), ElementsAre(1, 2, 3, 4));
+  // And the literal a view is written back as says the same.
+  EXPECT_TRUE(LiteralOfTensor(table) == ParseOrDie(j.dump()).call.cu_seqlens.tensor);
+}
+
+TEST(ParseCaseTest, StepErrorsNameTheRule) {
+  json j = Minimal();
+  j["call"]["cu_seqlens"] = IntTensorJson({0, 3, 8});
+  j["call"]["cu_seqlens"]["step"] = 0;
+  EXPECT_EQ(ErrorFor(j),
+            "x.json: $.call.cu_seqlens.step: 0 is outside [1, 1000000]: a view takes every "
+            "step-th row of its base");
+  j["call"]["cu_seqlens"]["step"] = "2";
+  EXPECT_THAT(ErrorFor(j), StartsWith("x.json: $.call.cu_seqlens.step: expected an integer"));
+  j["call"]["cu_seqlens"] = IntTensorJson({7});
+  j["call"]["cu_seqlens"]["shape"] = json::array();
+  j["call"]["cu_seqlens"]["step"] = 2;
+  EXPECT_EQ(ErrorFor(j), "x.json: $.call.cu_seqlens.step: a 0-d tensor has no rows to step over");
+  j["call"]["cu_seqlens"] = IntTensorJson({0, 3, 8});
+  j["call"]["cu_seqlens"]["step"] = 400000;
+  EXPECT_EQ(ErrorFor(j),
+            "x.json: $.call.cu_seqlens.step: a base of 3 x 400000 elements exceeds the limit of "
+            "1000000 per literal tensor");
 }
 
 TEST(ParseCaseTest, ShapeMustHoldTheGivenValues) {

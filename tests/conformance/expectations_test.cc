@@ -52,7 +52,7 @@ TEST(ExpectationsTest, ErrorsNameTheFileThePathAndTheRule) {
        "m.json: $.entries[0].expires: \"soon\" is not a date YYYY-MM-DD"},
       {R"({"entries": [{"test": "x", "expect": "fail", "reason": "r", "dtype": "half"}]})",
        "m.json: $.entries[0].dtype: dtype \"half\" is not one of float32, float16, bfloat16, "
-       "float64, int32, int64, bool"},
+       "float64, int16, int32, int64, bool"},
       {R"({"entries": [{"test": "x", "expect": "fail", "reason": "r", "owner": "me"}]})",
        "m.json: $.entries[0].owner: unknown key (known: test, dtype, distribution, expect, "
        "reason, issue, expires)"},

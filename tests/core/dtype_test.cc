@@ -22,7 +22,7 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 constexpr DType kAllDTypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64,
-                                DType::kInt32,   DType::kInt64,   DType::kBool};
+                                DType::kInt32,   DType::kInt64,   DType::kBool,     DType::kInt16};
 
 bool IsFloat16NaN(uint16_t bits) { return (bits & 0x7c00) == 0x7c00 && (bits & 0x03ff) != 0; }
 bool IsBFloat16NaN(uint16_t bits) { return (bits & 0x7f80) == 0x7f80 && (bits & 0x007f) != 0; }
@@ -38,6 +38,7 @@ TEST(DTypeNameTest, NamesMatchPyTorch) {
   EXPECT_EQ(DTypeName(DType::kInt32), "int32");
   EXPECT_EQ(DTypeName(DType::kInt64), "int64");
   EXPECT_EQ(DTypeName(DType::kBool), "bool");
+  EXPECT_EQ(DTypeName(DType::kInt16), "int16");
 }
 
 TEST(DTypeNameTest, ParseRoundTripsEveryName) {
@@ -56,8 +57,8 @@ TEST(DTypeNameTest, ParseRejectsUnknownNamesWithTheListOfValidOnes) {
     EXPECT_EQ(PythonErrorKindOf(parsed.status()), std::nullopt);
     EXPECT_EQ(parsed.status().message(),
               absl::StrCat("dtype \"", name,
-                           "\" is not one of float32, float16, bfloat16, float64, int32, "
-                           "int64, bool"));
+                           "\" is not one of float32, float16, bfloat16, float64, int16, "
+                           "int32, int64, bool"));
   }
 }
 
@@ -89,6 +90,7 @@ TEST(DTypeSizeTest, SizesInBytes) {
   EXPECT_EQ(DTypeSize(DType::kInt32), 4u);
   EXPECT_EQ(DTypeSize(DType::kInt64), 8u);
   EXPECT_EQ(DTypeSize(DType::kBool), 1u);
+  EXPECT_EQ(DTypeSize(DType::kInt16), 2u);
 }
 
 TEST(DTypeClassTest, FloatingPointAndIntegral) {
@@ -100,6 +102,9 @@ TEST(DTypeClassTest, FloatingPointAndIntegral) {
   EXPECT_FALSE(IsFloatingPoint(DType::kInt64));
   EXPECT_FALSE(IsFloatingPoint(DType::kBool));
 
+  EXPECT_FALSE(IsFloatingPoint(DType::kInt16));
+
+  EXPECT_TRUE(IsIntegral(DType::kInt16));
   EXPECT_TRUE(IsIntegral(DType::kInt32));
   EXPECT_TRUE(IsIntegral(DType::kInt64));
   EXPECT_FALSE(IsIntegral(DType::kBool));  // bool is its own class, as in torch

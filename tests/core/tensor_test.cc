@@ -19,7 +19,7 @@ using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
 constexpr DType kAllDTypes[] = {DType::kFloat32, DType::kFloat16, DType::kBFloat16, DType::kFloat64,
-                                DType::kInt32,   DType::kInt64,   DType::kBool};
+                                DType::kInt32,   DType::kInt64,   DType::kBool,     DType::kInt16};
 
 // ---------------------------------------------------------------------------
 // Shape helpers
@@ -343,6 +343,64 @@ TEST(TensorTest, SliceOfASliceAndEmptySlice) {
   EXPECT_EQ(grid.IntAt(5), 7);
 }
 
+TEST(TensorTest, IsContiguousFollowsTorchsRule) {
+  const Tensor t = Tensor::FromInts({0, 1, 2, 3, 4, 5}, DType::kInt32, Device::kCpu);
+  EXPECT_TRUE(t.is_contiguous());
+  EXPECT_FALSE(t.AsStrided({3}, {2}, 0).is_contiguous());
+  // A size-1 dimension's stride does not matter, nor do an empty tensor's.
+  EXPECT_TRUE(t.AsStrided({1}, {5}, 1).is_contiguous());
+  EXPECT_TRUE(t.AsStrided({3, 1}, {1, 7}, 0).is_contiguous());
+  EXPECT_TRUE(t.AsStrided({0}, {3}, 0).is_contiguous());
+  EXPECT_TRUE(t.AsStrided({2, 0}, {9, 9}, 0).is_contiguous());
+  // Columns of a [3, 2] table are not.
+  EXPECT_FALSE(t.AsStrided({3}, {2}, 1).is_contiguous());
+  EXPECT_FALSE(t.AsStrided({2, 3}, {1, 2}, 0).is_contiguous());  // a transpose
+}
+
+TEST(TensorTest, LogicalReadsFollowTheStrides) {
+  const Tensor t = Tensor::FromInts({0, 10, 20, 30, 40, 50}, DType::kInt64, Device::kCpu);
+  const Tensor every_other = t.AsStrided({3}, {2}, 1);  // t[1::2]
+  EXPECT_EQ(every_other.StorageIndex(0), 0);
+  EXPECT_EQ(every_other.StorageIndex(2), 4);
+  EXPECT_EQ(every_other.IntAtLogical(2), 50);
+  EXPECT_EQ(every_other.DoubleAtLogical(1), 30.0);
+  EXPECT_THAT(every_other.ToHostInts("x"), ElementsAre(10, 30, 50));
+  EXPECT_THAT(every_other.ToHostDoubles("x"), ElementsAre(10.0, 30.0, 50.0));
+  const Tensor transposed = t.AsStrided({3, 2}, {1, 3}, 0);  // [[0, 30], [10, 40], [20, 50]]
+  EXPECT_EQ(transposed.StorageIndex(1), 3);
+  EXPECT_THAT(transposed.ToHostInts("x"), ElementsAre(0, 30, 10, 40, 20, 50));
+}
+
+TEST(TensorTest, ContiguousCopiesAStridedViewAndKeepsADenseOne) {
+  const Tensor t = Tensor::FromInts({0, 10, 20, 30, 40, 50}, DType::kInt32, Device::kCuda);
+  EXPECT_TRUE(t.Contiguous().SharesStorageWith(t));
+  const Tensor transposed = t.AsStrided({3, 2}, {1, 3}, 0);
+  const Tensor dense = transposed.Contiguous();
+  EXPECT_FALSE(dense.SharesStorageWith(t));
+  EXPECT_TRUE(dense.is_contiguous());
+  EXPECT_EQ(dense.device(), Device::kCuda);
+  EXPECT_THAT(dense.shape(), ElementsAre(3, 2));
+  for (int64_t i = 0; i < 6; ++i) EXPECT_EQ(dense.IntAt(i), transposed.IntAtLogical(i)) << i;
+  // A copy, not a view: writes to the base are not seen.
+  t.SetIntAt(0, -1);
+  EXPECT_EQ(dense.IntAt(0), 0);
+  // Shape-only tensors stay shape-only.
+  const Tensor shape_only = Tensor::ShapeOnly(DType::kFloat16, Device::kCuda, {4, 2});
+  EXPECT_FALSE(shape_only.AsStrided({2, 4}, {1, 2}, 0).Contiguous().has_storage());
+}
+
+TEST(TensorTest, ReshapeOfAStridedViewCopiesAndSliceKeepsTheStride) {
+  const Tensor t = Tensor::FromInts({0, 1, 2, 3, 4, 5, 6, 7}, DType::kInt32, Device::kCpu);
+  const Tensor evens = t.AsStrided({4}, {2}, 0);
+  const Tensor grid = evens.Reshape({2, 2});
+  EXPECT_FALSE(grid.SharesStorageWith(evens));
+  EXPECT_THAT(grid.ToHostInts("x"), ElementsAre(0, 2, 4, 6));
+  const Tensor tail = evens.Slice(1, 3);  // evens[1:3], still every other element
+  EXPECT_THAT(tail.strides(), ElementsAre(2));
+  EXPECT_FALSE(tail.is_contiguous());
+  EXPECT_THAT(tail.ToHostInts("x"), ElementsAre(2, 4));
+}
+
 // ---------------------------------------------------------------------------
 // Element access
 
@@ -356,6 +414,30 @@ TEST(TensorTest, Int32SetIntAtWraps) {
   EXPECT_EQ(t.IntAt(2), (int64_t{1} << 31) - 1);
   EXPECT_EQ(t.data<int32_t>()[1], -1990967296);
   EXPECT_EQ(t.DoubleAt(1), -1990967296.0);
+}
+
+TEST(TensorTest, Int16SetIntAtWraps) {
+  const Tensor t = Tensor::FromInts({32767, 32768, -32769, 65536 + 5}, DType::kInt16, Device::kCpu);
+  EXPECT_EQ(t.IntAt(0), 32767);
+  EXPECT_EQ(t.IntAt(1), -32768);
+  EXPECT_EQ(t.IntAt(2), 32767);
+  EXPECT_EQ(t.IntAt(3), 5);
+  EXPECT_EQ(t.data<int16_t>()[1], -32768);
+  EXPECT_EQ(t.DoubleAt(2), 32767.0);
+  // Out-of-range floats: torch's CPU cast goes through int32 and keeps the
+  // low 16 bits; CUDA's saturates.
+  const Tensor cpu = Tensor::Zeros(DType::kInt16, Device::kCpu, {3});
+  cpu.SetDoubleAt(0, 40000.0);
+  cpu.SetDoubleAt(1, 3e9);
+  cpu.SetDoubleAt(2, -7.9);
+  EXPECT_EQ(cpu.IntAt(0), -25536);
+  EXPECT_EQ(cpu.IntAt(1), 0);
+  EXPECT_EQ(cpu.IntAt(2), -7);
+  const Tensor cuda = Tensor::Zeros(DType::kInt16, Device::kCuda, {2});
+  cuda.SetDoubleAt(0, 40000.0);
+  cuda.SetDoubleAt(1, std::nan(""));
+  EXPECT_EQ(cuda.IntAt(0), 32767);
+  EXPECT_EQ(cuda.IntAt(1), 0);
 }
 
 TEST(TensorTest, Int64AndBoolAccess) {

@@ -87,8 +87,15 @@ struct TensorLiteral {
   std::optional<Shape> shape;                         // 1-d when unset
   std::vector<int64_t> ints;                          // integer and bool dtypes
   std::vector<double> floats;                         // floating dtypes
+  // > 1: the tensor is the view `base[::step]` of a zero-filled `base` with
+  // `step` times as many rows, the values on every step-th row: a
+  // non-contiguous tensor, as `cu_seqlens[::2]` or a column of a table is.
+  int64_t step = 1;
   bool operator==(const TensorLiteral& other) const;  // NaN equals NaN
 };
+
+// The tensor a literal spells out (a fresh storage each call).
+Tensor MakeTensor(const TensorLiteral& t);
 
 // A Python value spelled out in a case file.
 struct ArgLiteral {

@@ -31,14 +31,15 @@ enum class DType : uint8_t {
   kInt32,
   kInt64,
   kBool,
+  kInt16,
 };
 
-// "float32", "float16", "bfloat16", "float64", "int32", "int64", "bool".
+// "float32", "float16", "bfloat16", "float64", "int32", "int64", "bool", "int16".
 absl::string_view DTypeName(DType dtype);
 absl::StatusOr<DType> ParseDType(absl::string_view name);
 size_t DTypeSize(DType dtype);
 bool IsFloatingPoint(DType dtype);
-bool IsIntegral(DType dtype);  // int32, int64 (not bool)
+bool IsIntegral(DType dtype);  // int16, int32, int64 (not bool)
 
 // Where a tensor lives. On a build without CUDA, "cuda" tensors are kept in
 // host memory; every host read of one still counts as a host sync (see
@@ -123,6 +124,7 @@ double UnitRoundoff(DType dtype);
 // `v` narrowed to 32 bits, two's complement: what an int32 tensor, a C++
 // `int` parameter and int32 kernel arithmetic keep of it.
 inline int32_t WrapInt32(int64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(v)); }
+inline int16_t WrapInt16(int64_t v) { return static_cast<int16_t>(static_cast<uint16_t>(v)); }
 
 }  // namespace varlen
 

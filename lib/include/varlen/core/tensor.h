@@ -69,10 +69,14 @@ class Tensor {
   // True when both tensors view the same storage at the same offset.
   bool SharesStorageWith(const Tensor& other) const;
 
-  // A view with a new shape over the same contiguous elements. One entry may
-  // be -1. REQUIRES: is_contiguous(), and the sizes agree.
+  // t.reshape(shape): a view when the tensor is contiguous, else a view of a
+  // contiguous copy (as torch copies). One entry may be -1.
+  // REQUIRES: the sizes agree.
   Tensor Reshape(Shape shape) const;
-  // Elements [begin, end) of a contiguous tensor, flattened, as a view.
+  // t.contiguous(): this tensor when it already is, else a dense copy.
+  Tensor Contiguous() const;
+  // Elements [begin, end) as a view: of a 1-d tensor (its stride kept), or
+  // of a contiguous one, flattened.
   Tensor Slice(int64_t begin, int64_t end) const;
   // torch.as_strided: a view of the same storage with any shape and strides,
   // starting `offset` elements after this tensor's first element (how
@@ -101,6 +105,12 @@ class Tensor {
   }
   int64_t IntAt(int64_t i) const;                   // integer or bool dtypes
   double DoubleAt(int64_t i) const;                 // any dtype, converted to double
+  // The storage element (counted as above) that holds row-major element `i`:
+  // `i` itself for a contiguous tensor; the strides' sum for a view such as
+  // `cu[::2]`. The *Logical reads are what torch's own operations see.
+  int64_t StorageIndex(int64_t i) const;
+  int64_t IntAtLogical(int64_t i) const { return IntAt(StorageIndex(i)); }
+  double DoubleAtLogical(int64_t i) const { return DoubleAt(StorageIndex(i)); }
   void SetIntAt(int64_t i, int64_t value) const;    // wraps to the dtype
   void SetDoubleAt(int64_t i, double value) const;  // rounds to the dtype
 
