@@ -137,6 +137,7 @@ void MakeVllmCall(Case* c) {
   if (*rc::gen::inRange(0, 3) != 0) {
     call.layout = *rc::gen::element(QLayout::kBatched, QLayout::kBatchedFusedQkv);
     call.seq_len = c->geometry.total_tokens();
+    call.merged_heads = *rc::gen::inRange(0, 4) == 0;  // [b, s, H * D]
   }
   if (*rc::gen::inRange(0, 3) == 0) {
     VllmMetadataSpec m;

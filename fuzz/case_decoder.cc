@@ -174,6 +174,7 @@ class Decoder {
       } else {
         call.seq_len = g.total_tokens();
       }
+      call.merged_heads = in_.ConsumeIntegralInRange<int>(0, 3) == 0;  // [b, s, H * D]
     }
     call.cu_seqlens = Arg(/*depth=*/1);
     for (const char* key : {"max_seqlen", "sequence_lengths"}) {
@@ -314,6 +315,7 @@ class Decoder {
           break;
         case 3:
           call.layout = wild.layout;
+          call.merged_heads = wild.merged_heads;
           call.bsz = wild.bsz;
           call.seq_len = wild.seq_len;
           break;

@@ -36,6 +36,7 @@
 #include "fuzzed_backends.h"
 #include "varlen/backend/bind.h"
 #include "varlen/cases/executor.h"
+#include "varlen/cases/synth.h"
 #include "violation.h"
 
 namespace {
@@ -200,7 +201,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     varlen::CaseRunner hardened_runner(c, resolution_only);
     const varlen::Outcome hardened = hardened_runner.Run(*kernel);
     const varlen::Outcome faithful = varlen::RunCase(faithful_case, *kernel, resolution_only);
-    const varlen::QkvTensors& qkv = hardened_runner.tensors();
+    const varlen::QkvTensors qkv = varlen::HeadsApart(c, hardened_runner.tensors());
     const std::optional<varlen::LaunchShape> truth =
         GroundTruthLaunch(qkv, c.geometry.seq_lens, c.geometry.scale(), c.geometry.dtype);
     const Launch hardened_launch = ResolvedLaunch(hardened);

@@ -386,10 +386,10 @@ absl::StatusOr<VllmMetadataSpec> ReadVllmMetadata(const json& j, const std::stri
 
 absl::StatusOr<CallSpec> ReadCall(const json& j, const std::string& path, Engine engine) {
   VARLEN_ASSIGN_OR_RETURN(
-      ObjectReader r,
-      ObjectReader::Open(j, path,
-                         {"profile", "entry", "graph_mode", "layout", "rotary", "bsz", "seq_len",
-                          "cu_seqlens", "forward_metadata", "vllm_metadata", "kwargs", "sdpa"}));
+      ObjectReader r, ObjectReader::Open(j, path,
+                                         {"profile", "entry", "graph_mode", "layout",
+                                          "merged_heads", "rotary", "bsz", "seq_len", "cu_seqlens",
+                                          "forward_metadata", "vllm_metadata", "kwargs", "sdpa"}));
   CallSpec c;
   {
     VARLEN_ASSIGN_OR_RETURN(const json* profile, r.Required("profile"));
@@ -401,6 +401,9 @@ absl::StatusOr<CallSpec> ReadCall(const json& j, const std::string& path, Engine
     VARLEN_ASSIGN_OR_RETURN(c.graph_mode, ReadBool(*graph, r.Path("graph_mode")));
   }
   VARLEN_RETURN_IF_ERROR(ReadEnum(r, "layout", false, &ParseQLayout, &c.layout));
+  if (const json* merged = r.Optional("merged_heads")) {
+    VARLEN_ASSIGN_OR_RETURN(c.merged_heads, ReadBool(*merged, r.Path("merged_heads")));
+  }
   if (const json* rotary = r.Optional("rotary")) {
     VARLEN_ASSIGN_OR_RETURN(c.rotary, ReadBool(*rotary, r.Path("rotary")));
   }
@@ -713,6 +716,12 @@ absl::Status ValidateCall(const CallSpec& c, const Geometry& g) {
                                     " (the total of geometry.seq_lens)"));
     }
   }
+  if (c.merged_heads &&
+      (!vllm || (c.layout != QLayout::kBatched && c.layout != QLayout::kBatchedFusedQkv))) {
+    return PathError(p + ".merged_heads",
+                     "[bsz, seq_len, H * D] is vLLM's form of a batched layout: use an engine "
+                     "\"vllm\" profile with layout \"batched\" or \"batched_fused_qkv\"");
+  }
   if ((c.layout == QLayout::kFusedQkv || c.layout == QLayout::kBatchedFusedQkv) &&
       g.head_dim_v != g.head_dim) {
     return PathError(
@@ -983,6 +992,7 @@ json CaseToJson(const Case& c) {
       vm["fp8_padded_hidden_size"] = *m.fp8_padded_hidden_size;
     call["vllm_metadata"] = vm;
   }
+  if (c.call.merged_heads) call["merged_heads"] = true;
   if (c.call.rotary) call["rotary"] = true;
   if (c.call.bsz.has_value()) call["bsz"] = *c.call.bsz;
   if (c.call.seq_len.has_value()) call["seq_len"] = *c.call.seq_len;

@@ -102,6 +102,10 @@ absl::StatusOr<CounterpartCall> CounterpartCase(const Case& c) {
     }
   } else {
     VARLEN_RETURN_IF_ERROR(SpellOutVllmMetadata(c, &call));
+    if (call.merged_heads) {
+      out.notes.push_back("merged_heads: SGLang's backends take q with its heads apart");
+      call.merged_heads = false;
+    }
     if (call.layout == QLayout::kBatched || call.layout == QLayout::kBatchedFusedQkv) {
       out.notes.push_back(
           "layout: SGLang's backends take q as [T, H, D]; the batch dimension "

@@ -332,8 +332,9 @@ const Reference& CaseRunner::GetReference() {
   if (reference_ == nullptr) {
     Geometry g = case_.geometry;
     g.softmax_scale = ReferenceScale();
+    const QkvTensors qkv = HeadsApart(case_, qkv_);
     reference_ = std::make_shared<const Reference>(
-        ComputeReference(g, qkv_.q, qkv_.k, qkv_.v, *oracle_device_));
+        ComputeReference(g, qkv.q, qkv.k, qkv.v, *oracle_device_));
   }
   return *reference_;
 }
@@ -542,9 +543,10 @@ void CaseRunner::ExecuteWholeCall(const Backend& backend, AttentionCall call, Ou
       engine.predicted = "a launch outside its buffers";
     } else {
       const Geometry& g = case_.geometry;
+      const QkvTensors qkv = HeadsApart(case_, qkv_);
       const KernelCall truth =
-          BindGroundTruth(FlattenBatch(qkv_.q), FlattenBatch(qkv_.k), FlattenBatch(qkv_.v),
-                          g.seq_lens, ReferenceScale(), g.dtype);
+          BindGroundTruth(FlattenBatch(qkv.q), FlattenBatch(qkv.k), FlattenBatch(qkv.v), g.seq_lens,
+                          ReferenceScale(), g.dtype);
       const std::optional<LaunchShape> launch = kernel->Launch();
       engine.ground_truth_launch = launch.has_value() && launch == truth.Launch();
       predicted_match = engine.ground_truth_launch;

@@ -156,18 +156,29 @@ Tensor Batched(const Tensor& t, int64_t bsz) {
   return t.AsStrided({bsz, s, t.size(1), t.size(2)}, {s * st[0], st[0], st[1], st[2]}, 0);
 }
 
+// [bsz, s, H, D] viewed as [bsz, s, H * D]: the heads of a token are
+// adjacent in every layout made here, so this is always a view.
+Tensor MergeHeads(const Tensor& t) {
+  const Shape& st = t.strides();
+  return t.AsStrided({t.size(0), t.size(1), t.size(2) * t.size(3)}, {st[0], st[1], st[3]}, 0);
+}
+
 QkvTensors InLayout(const Case& c, QkvTensors dense) {
+  QkvTensors laid;
   switch (c.call.layout) {
     case QLayout::kFusedQkv:
       return FuseQkv(dense);
     case QLayout::kBatchedFusedQkv: {
       const QkvTensors fused = FuseQkv(dense);
       const int64_t bsz = c.call.bsz.value_or(1);
-      return {Batched(fused.q, bsz), Batched(fused.k, bsz), Batched(fused.v, bsz)};
+      laid = {Batched(fused.q, bsz), Batched(fused.k, bsz), Batched(fused.v, bsz)};
+      break;
     }
     default:
-      return dense;
+      laid = std::move(dense);
   }
+  if (!c.call.merged_heads) return laid;
+  return {MergeHeads(laid.q), MergeHeads(laid.k), MergeHeads(laid.v)};
 }
 
 }  // namespace
@@ -195,6 +206,17 @@ QkvTensors SynthesizeQkv(const Case& c) {
   return InLayout(c, {Fill(c, SynthStream::kQ, QkvShape(c, g.num_heads, g.head_dim)),
                       Fill(c, SynthStream::kK, QkvShape(c, g.num_kv_heads, g.head_dim)),
                       Fill(c, SynthStream::kV, QkvShape(c, g.num_kv_heads, g.head_dim_v))});
+}
+
+QkvTensors HeadsApart(const Case& c, const QkvTensors& qkv) {
+  if (!c.call.merged_heads) return qkv;
+  const Geometry& g = c.geometry;
+  auto split = [](const Tensor& t, int64_t heads, int64_t dim) {
+    const Shape& st = t.strides();
+    return t.AsStrided({t.size(0), t.size(1), heads, dim}, {st[0], st[1], dim * st[2], st[2]}, 0);
+  };
+  return {split(qkv.q, g.num_heads, g.head_dim), split(qkv.k, g.num_kv_heads, g.head_dim),
+          split(qkv.v, g.num_kv_heads, g.head_dim_v)};
 }
 
 QkvTensors ShapeOnlyQkv(const Case& c) {

@@ -55,6 +55,33 @@ def test_device_tensors_count_host_reads_and_copies():
     assert len(ledger.host_to_device_copies) == 1
 
 
+def test_moves_copy_as_torch_does_and_views_keep_their_strides():
+    e = engine("0.5.23")
+    base = torch.zeros(6, dtype=torch.int32)
+    base[::2] = torch.tensor([0, 3, 8], dtype=torch.int32)
+    view = base[::2]  # a host cu_seqlens[::2]
+    seen = {}
+
+    def body():
+        moved = view.to(torch.device("cuda"))  # a copy: non-dense arrives contiguous
+        seen["moved"] = (e.is_device(moved), moved.is_contiguous(), moved.tolist())
+        seen["same"] = (moved, moved.to(dtype=torch.int32))  # no change: no copy
+        device_view = e.plain(torch.zeros(6, dtype=torch.int32)).as_subclass(e.DeviceTensor)[::2]
+        seen["device_view"] = device_view.to(torch.device("cuda")).is_contiguous()
+
+    counted(e, body)
+    moved, same = seen.pop("same")
+    assert e.plain(same).data_ptr() == e.plain(moved).data_ptr()
+    assert seen == {"moved": (True, True, [0, 3, 8]), "device_view": False}
+    # The host copy of a described view keeps it a view of a zero-filled base,
+    # and the report names its step.
+    copy = sd.host_copy(view)
+    assert copy.stride() == (2,) and copy.tolist() == [0, 3, 8]
+    assert sd.tensor_json(copy, on_device=True) == {
+        "tensor": [0, 3, 8], "dtype": "int32", "device": "cuda", "step": 2}
+    assert "step" not in sd.tensor_json(copy.contiguous(), on_device=False)
+
+
 def test_the_modelled_release_agrees():
     result = sd.run("0.5.23", 12, list(sd.BACKEND_CLASSES), 7, None, _core)
     assert all(row["differ"] == 0 for row in result["backends"].values()), result["rules"]

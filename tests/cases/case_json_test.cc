@@ -99,12 +99,10 @@ TEST(ParseCaseTest, UnknownNestedFields) {
 
   j = Minimal();
   j["call"]["max_seqlen"] = 5;
-  EXPECT_EQ(
-      ErrorFor(j),
-      "x.json: $.call.max_seqlen: unknown field (expected one of: profile, entry, "
-      "graph_mode, layout, rotary, bsz, seq_len, cu_seqlens, forward_metadata, vllm_metadata, "
-      "kwargs, "
-      "sdpa)");
+  EXPECT_EQ(ErrorFor(j),
+            "x.json: $.call.max_seqlen: unknown field (expected one of: profile, entry, "
+            "graph_mode, layout, merged_heads, rotary, bsz, seq_len, cu_seqlens, forward_metadata, "
+            "vllm_metadata, kwargs, sdpa)");
 
   j = Minimal();
   j["data"] = {{"sead", 1}};
@@ -475,6 +473,26 @@ TEST(ParseCaseTest, BatchedLayoutOnlyForFlashinferCudnn) {
   EXPECT_EQ(ErrorFor(j),
             "x.json: $.call.layout: bsz=2 x seq_len=3: the batched layout needs bsz * seq_len "
             "== 8 (the total of geometry.seq_lens)");
+}
+
+TEST(ParseCaseTest, MergedHeadsOnlyForVllmBatchedLayouts) {
+  json j = Minimal();
+  j["call"]["merged_heads"] = true;
+  const std::string rule =
+      "x.json: $.call.merged_heads: [bsz, seq_len, H * D] is vLLM's form of a batched layout: "
+      "use an engine \"vllm\" profile with layout \"batched\" or \"batched_fused_qkv\"";
+  EXPECT_EQ(ErrorFor(j), rule);
+  j["engine"] = "vllm";
+  j["call"]["profile"] = "FLASH_ATTN/fa2";
+  EXPECT_EQ(ErrorFor(j), rule);  // packed
+  j["call"]["layout"] = "batched";
+  j["call"]["seq_len"] = 8;
+  EXPECT_EQ(ErrorFor(j), "OK");
+  const Case c = ParseOrDie(j.dump());
+  EXPECT_TRUE(c.call.merged_heads);
+  EXPECT_THAT(WriteCase(c), HasSubstr("\"merged_heads\": true"));
+  j["call"]["merged_heads"] = 1;
+  EXPECT_EQ(ErrorFor(j), "x.json: $.call.merged_heads: expected true or false, got number 1");
 }
 
 // ---------------------------------------------------------------------------

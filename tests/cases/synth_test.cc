@@ -43,7 +43,7 @@ Case ManySamples(Distribution distribution, uint64_t seed = 7, DType dtype = DTy
 
 std::vector<double> Values(const Tensor& t) {
   std::vector<double> out(static_cast<size_t>(t.numel()));
-  for (int64_t i = 0; i < t.numel(); ++i) out[i] = t.DoubleAt(i);
+  for (int64_t i = 0; i < t.numel(); ++i) out[i] = t.DoubleAtLogical(i);
   return out;
 }
 
@@ -287,6 +287,29 @@ TEST(SynthesizeQkvTest, BatchedLayoutShapes) {
   packed.call.seq_len.reset();
   const QkvTensors flat = SynthesizeQkv(packed);
   EXPECT_EQ(Values(flat.q), Values(t.q));
+}
+
+TEST(SynthesizeQkvTest, MergedHeadsAreViewsThatSplitBack) {
+  Case c = SynthCase({4, 4}, 2, 1, 8, 8, DType::kFloat16, 1);
+  c.call.profile = Profile::kVllmFlashAttnFa2;
+  c.call.seq_len = 8;
+  c.call.merged_heads = true;
+  for (QLayout layout : {QLayout::kBatched, QLayout::kBatchedFusedQkv}) {
+    c.call.layout = layout;
+    const QkvTensors t = SynthesizeQkv(c);
+    EXPECT_EQ(t.q.shape(), (Shape{1, 8, 16}));
+    EXPECT_EQ(t.k.shape(), (Shape{1, 8, 8}));
+    EXPECT_EQ(ShapeOnlyQkv(c).q.shape(), (Shape{1, 8, 16}));
+    const QkvTensors apart = HeadsApart(c, t);
+    EXPECT_EQ(apart.q.shape(), (Shape{1, 8, 2, 8}));
+    EXPECT_EQ(apart.v.shape(), (Shape{1, 8, 1, 8}));
+    EXPECT_TRUE(apart.q.SharesStorageWith(t.q));
+    // The same values as the heads-apart layout.
+    Case four_d = c;
+    four_d.call.merged_heads = false;
+    EXPECT_EQ(Values(apart.q), Values(SynthesizeQkv(four_d).q));
+    EXPECT_EQ(Values(apart.v), Values(SynthesizeQkv(four_d).v));
+  }
 }
 
 TEST(ShapeOnlyQkvTest, ExactShapesWithoutStorage) {

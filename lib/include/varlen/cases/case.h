@@ -181,6 +181,9 @@ struct CallSpec {
   Entry entry = Entry::kDirect;
   bool graph_mode = false;
   QLayout layout = QLayout::kPacked;
+  // vLLM, batched layouts: q, k and v as [bsz, seq_len, H * D], the heads
+  // merged into one hidden dimension (MMEncoderAttention's documented form).
+  bool merged_heads = false;
   bool rotary = false;             // layer entry: rotary embeddings rebuild q and k
   std::optional<int64_t> bsz;      // 1 when unset
   std::optional<int64_t> seq_len;  // total tokens / bsz when unset

@@ -35,9 +35,9 @@ class Prng {
 enum class SynthStream : uint64_t { kQ = 1, kK = 2, kV = 3 };
 
 struct QkvTensors {
-  // [T, H, D] (or [bsz, s, H, D] for the batched layout; strided views of
-  // one buffer for the fused_qkv layout). The values do not depend on the
-  // layout.
+  // [T, H, D] (or [bsz, s, H, D] for the batched layout, [bsz, s, H * D]
+  // with merged_heads; strided views of one buffer for the fused_qkv
+  // layout). The values do not depend on the layout.
   Tensor q, k, v;
 };
 
@@ -47,6 +47,11 @@ QkvTensors SynthesizeQkv(const Case& c);
 
 // Shape-only q, k and v for resolution-only runs.
 QkvTensors ShapeOnlyQkv(const Case& c);
+
+// q, k and v with their heads apart, as the reference and the ground truth
+// read them: the [bsz, s, H, D] views of merged_heads tensors; `qkv` itself
+// otherwise.
+QkvTensors HeadsApart(const Case& c, const QkvTensors& qkv);
 
 }  // namespace varlen
 
