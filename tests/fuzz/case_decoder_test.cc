@@ -64,9 +64,12 @@ TEST(CaseDecoderTest, NoBytesDecodeToTheSimplestCall) {
 
 // Walks every argument a decoded call holds.
 void Collect(const ArgLiteral& a, std::set<ArgLiteral::Kind>* kinds, std::set<DType>* dtypes,
-             bool* nan, bool* unicode_digits) {
+             bool* nan, bool* unicode_digits, bool* strided) {
   kinds->insert(a.kind);
-  if (a.kind == ArgLiteral::Kind::kTensor) dtypes->insert(a.tensor.dtype);
+  if (a.kind == ArgLiteral::Kind::kTensor) {
+    dtypes->insert(a.tensor.dtype);
+    *strided |= a.tensor.step > 1;
+  }
   if (a.kind == ArgLiteral::Kind::kFloat && std::isnan(a.f)) *nan = true;
   // A digit of the Arabic-Indic, Devanagari or fullwidth scripts.
   for (const char* zero : {"\u0660", "\u0966", "\uff10"}) {
@@ -76,7 +79,7 @@ void Collect(const ArgLiteral& a, std::set<ArgLiteral::Kind>* kinds, std::set<DT
       if (a.s.find(encoded) != std::string::npos) *unicode_digits = true;
     }
   }
-  for (const ArgLiteral& item : a.list) Collect(item, kinds, dtypes, nan, unicode_digits);
+  for (const ArgLiteral& item : a.list) Collect(item, kinds, dtypes, nan, unicode_digits, strided);
 }
 
 TEST(CaseDecoderTest, RandomInputsReachEveryFormTheContractDistinguishes) {
@@ -84,11 +87,13 @@ TEST(CaseDecoderTest, RandomInputsReachEveryFormTheContractDistinguishes) {
   std::map<Engine, int> calls_of;
   std::set<Profile> profiles;
   std::set<QLayout> vllm_layouts;
-  bool vllm_metadata = false, vllm_batch_of_images = false, vllm_given_sglang_keywords = false;
+  bool vllm_metadata = false, vllm_batch_of_images = false, vllm_given_sglang_keywords = false,
+       vllm_merged_heads = false;
   std::set<ArgLiteral::Kind> kinds;
   std::set<DType> dtypes;
   std::set<MetadataSpec::Builder> builders;
-  bool nan = false, unicode_digits = false, graph = false, layer = false, hardened = false;
+  bool nan = false, unicode_digits = false, strided = false, graph = false, layer = false,
+       hardened = false;
   for (int i = 0; i < 8000; ++i) {
     std::vector<uint8_t> bytes(64 + i % 128);
     for (uint8_t& b : bytes) b = static_cast<uint8_t>(random());
@@ -100,6 +105,7 @@ TEST(CaseDecoderTest, RandomInputsReachEveryFormTheContractDistinguishes) {
       vllm_layouts.insert(c->call.layout);
       vllm_metadata |= c->call.vllm_metadata.has_value();
       vllm_batch_of_images |= c->call.bsz.value_or(1) > 1;
+      vllm_merged_heads |= c->call.merged_heads;
       vllm_given_sglang_keywords |= c->call.forward_metadata.has_value();
       for (const auto& [key, value] : c->call.kwargs) {
         vllm_given_sglang_keywords |= key == "output_ws" || key == "softmax_scale";
@@ -108,9 +114,9 @@ TEST(CaseDecoderTest, RandomInputsReachEveryFormTheContractDistinguishes) {
     graph |= c->call.graph_mode;
     layer |= c->call.entry == Entry::kLayer;
     hardened |= c->mode == Mode::kHardened;
-    Collect(c->call.cu_seqlens, &kinds, &dtypes, &nan, &unicode_digits);
+    Collect(c->call.cu_seqlens, &kinds, &dtypes, &nan, &unicode_digits, &strided);
     for (const auto& [key, value] : c->call.kwargs) {
-      Collect(value, &kinds, &dtypes, &nan, &unicode_digits);
+      Collect(value, &kinds, &dtypes, &nan, &unicode_digits, &strided);
     }
     if (c->call.forward_metadata.has_value()) builders.insert(c->call.forward_metadata->builder);
   }
@@ -121,9 +127,11 @@ TEST(CaseDecoderTest, RandomInputsReachEveryFormTheContractDistinguishes) {
         << EngineName(engine);
   }
   EXPECT_EQ(vllm_layouts.size(), 4u) << "packed, batched, fused_qkv, batched_fused_qkv";
-  EXPECT_TRUE(vllm_metadata && vllm_batch_of_images && vllm_given_sglang_keywords);
+  EXPECT_TRUE(vllm_metadata && vllm_batch_of_images && vllm_given_sglang_keywords &&
+              vllm_merged_heads);
   EXPECT_EQ(kinds.size(), 9u) << "None, bool, int, float, str, tensor, list, cache, empty_like";
-  EXPECT_EQ(dtypes.size(), 4u) << "int32, int64, float32, bool tensors";
+  EXPECT_EQ(dtypes.size(), 5u) << "int16, int32, int64, float32, bool tensors";
+  EXPECT_TRUE(strided) << "a non-contiguous tensor (step 2)";
   EXPECT_EQ(builders.size(), 3u);
   EXPECT_TRUE(nan);
   EXPECT_TRUE(unicode_digits);
