@@ -91,7 +91,10 @@ class Decoder {
       const absl::Span<const VllmVersion> vllm_versions = ModelledVllmVersions();
       c.sglang.reset();
       c.vllm = vllm_versions[in_.ConsumeIntegralInRange<size_t>(0, vllm_versions.size() - 1)];
-      c.geometry.head_dim_v = c.geometry.head_dim;  // one head_size for q, k and v
+      // MMEncoderAttention has one head_size: a v of another one is viewed
+      // into an error, except by FLASHINFER, which passes it on; drawn now
+      // and then.
+      if (in_.ConsumeIntegralInRange<int>(0, 3) != 0) c.geometry.head_dim_v = c.geometry.head_dim;
       c.call = DecodeVllmCall(profile, c.geometry);
     } else {
       c.call = DecodeSglangCall(profile);
@@ -149,6 +152,12 @@ class Decoder {
     if (call.entry == Entry::kDirect && in_.ConsumeIntegralInRange<int>(0, 3) == 0) {
       call.sdpa.softmax_scale = FiniteFloat();
     }
+    // Now and then a keyword most backends never read (a typo, an attention
+    // variant): forward's **kwargs swallow it, hardened mode refuses it.
+    if (in_.ConsumeIntegralInRange<int>(0, 15) == 0) {
+      call.kwargs.emplace_back(PickOne<const char*>({"max_seq_len", "window_size", "s_aux"}),
+                               Arg(/*depth=*/1));
+    }
     return call;
   }
 
@@ -162,6 +171,7 @@ class Decoder {
     call.profile = profile;
     call.layout = PickOne({QLayout::kBatched, QLayout::kBatched, QLayout::kBatchedFusedQkv,
                            QLayout::kPacked, QLayout::kFusedQkv});
+    if (g.head_dim_v != g.head_dim) call.layout = UnfusedLayout(call.layout);
     if (call.layout == QLayout::kBatched || call.layout == QLayout::kBatchedFusedQkv) {
       // b images of s patches each where every sequence has one length.
       const std::vector<int64_t>& lengths = g.seq_lens;

@@ -210,6 +210,14 @@ class KernelCallBuilder {
     SetStrides(call_.output_, &call_.base_.o_token_stride, &call_.base_.o_head_stride);
   }
   void SetResultShape(Shape shape) { call_.result_shape_ = std::move(shape); }
+  // The kernel writes into `buffer` with strides of its own choosing (not
+  // the buffer's), bounded by the buffer's extent.
+  // REQUIRES: no sequence added yet.
+  void SetOutputBuffer(Tensor buffer, int64_t token_stride, int64_t head_stride) {
+    SetOutput(std::move(buffer));
+    call_.base_.o_token_stride = token_stride;
+    call_.base_.o_head_stride = head_stride;
+  }
 
   KernelCall Finish(std::string description) {
     call_.description_ = std::move(description);
@@ -256,7 +264,18 @@ absl::StatusOr<KernelCall> BindFlashinferCudnn(const ResolvedArgs& resolved,
   const Tensor q3 = FlattenBatch(resolved.q), k3 = FlattenBatch(resolved.k),
                v3 = FlattenBatch(resolved.v);
   KernelCallBuilder builder(q3, k3, v3, args.scale, q3.dtype());
-  if (!args.inputs_as_strided) builder.AssumeDenseInputs();
+  if (!args.inputs_as_strided) {
+    builder.AssumeDenseInputs();
+  } else {
+    // vLLM's output buffer is torch.empty_like(q) (vit_attn_wrappers.py,
+    // flashinfer_wrapper), while cuDNN's graph writes O dense with v's head
+    // size (flashinfer/cudnn/prefill.py: O's stride (.., d_vo, d_vo * h_qo,
+    // 1)) from batch_offsets_o, q's offsets: a v head size other than q's
+    // writes past the buffer or leaves it misplaced.
+    const int64_t heads = q3.size(1), dim_v = v3.size(2);
+    builder.SetOutputBuffer(Tensor::Zeros(q3.dtype(), q3.device(), q3.shape()), heads * dim_v,
+                            dim_v);
+  }
   const int64_t batch = args.actual_seq_lens.numel();
   for (const Tensor* t : {&args.actual_seq_lens, &args.batch_offsets_qk, &args.batch_offsets_v,
                           &args.batch_offsets_o}) {
@@ -284,7 +303,9 @@ absl::StatusOr<KernelCall> BindFlashinferCudnn(const ResolvedArgs& resolved,
   }
   builder.LimitRows(args.max_token_per_sequence);
   builder.LimitKeys(args.max_sequence_kv);
-  if (args.output_4d) {
+  if (args.inputs_as_strided) {
+    builder.SetResultShape(args.input_shape);  // the buffer, rearranged back to q's form
+  } else if (args.output_4d) {
     builder.SetResultShape({args.input_shape[0], args.input_shape[1], q3.size(1), v3.size(2)});
   }
   return builder.Finish(absl::StrCat("cudnn_batch_prefill_with_kv_cache: ", batch,

@@ -78,6 +78,17 @@ absl::StatusOr<QLayout> ParseQLayout(absl::string_view name) {
   return ParseIn(kLayouts, "layout", name);
 }
 
+QLayout UnfusedLayout(QLayout layout) {
+  switch (layout) {
+    case QLayout::kFusedQkv:
+      return QLayout::kPacked;
+    case QLayout::kBatchedFusedQkv:
+      return QLayout::kBatched;
+    default:
+      return layout;
+  }
+}
+
 int64_t Geometry::total_tokens() const {
   return std::accumulate(seq_lens.begin(), seq_lens.end(), int64_t{0});
 }

@@ -468,7 +468,8 @@ absl::StatusOr<PyErrorKind> ParseErrorKind(absl::string_view name) {
 absl::StatusOr<Expectation> ReadExpectation(const json& j, const std::string& path) {
   VARLEN_ASSIGN_OR_RETURN(
       ObjectReader r,
-      ObjectReader::Open(j, path, {"outcome", "error", "message", "host_syncs", "resolved"}));
+      ObjectReader::Open(
+          j, path, {"outcome", "error", "message", "host_syncs", "resolved", "unread_keywords"}));
   Expectation e;
   VARLEN_RETURN_IF_ERROR(ReadEnum(r, "outcome", true, &ParseOutcome, &e.outcome));
   const json* error = r.Optional("error");
@@ -494,6 +495,16 @@ absl::StatusOr<Expectation> ReadExpectation(const json& j, const std::string& pa
   if (const json* resolved = r.Optional("resolved")) {
     if (!resolved->is_object()) return Expected(r.Path("resolved"), "an object", *resolved);
     e.resolved = *resolved;
+  }
+  if (const json* unread = r.Optional("unread_keywords")) {
+    if (!unread->is_array()) return Expected(r.Path("unread_keywords"), "an array", *unread);
+    std::vector<std::string>& keys = e.unread_keywords.emplace();
+    for (size_t i = 0; i < unread->size(); ++i) {
+      VARLEN_ASSIGN_OR_RETURN(
+          std::string key,
+          ReadString((*unread)[i], absl::StrCat(r.Path("unread_keywords"), "[", i, "]")));
+      keys.push_back(std::move(key));
+    }
   }
   return e;
 }
@@ -737,10 +748,6 @@ absl::Status ValidateCall(const CallSpec& c, const Geometry& g) {
     }
     if (c.graph_mode || c.rotary || c.sdpa != SdpaOptions{}) {
       return PathError(p, "graph_mode, rotary and sdpa are SGLang's; a vLLM call has none");
-    }
-    if (g.head_dim_v != g.head_dim) {
-      return PathError("$.geometry.head_dim_v",
-                       "MMEncoderAttention has one head_size for q, k and v");
     }
     if (c.vllm_metadata.has_value()) {
       const VllmMetadataSpec& m = *c.vllm_metadata;
@@ -1029,6 +1036,7 @@ json CaseToJson(const Case& c) {
     }
     if (e.host_syncs.has_value()) expect["host_syncs"] = *e.host_syncs;
     if (!e.resolved.is_null()) expect["resolved"] = e.resolved;
+    if (e.unread_keywords.has_value()) expect["unread_keywords"] = *e.unread_keywords;
     j["expect"] = expect;
   }
   return j;

@@ -312,6 +312,10 @@ std::string FormatOutcomeText(const Case& c, const std::string& origin, const Ou
   if (o.resolution.has_value()) {
     for (const std::string& note : o.resolution->notes)
       absl::StrAppend(&text, "  resolution: ", note, "\n");
+    if (!o.resolution->unread_keywords.empty()) {
+      absl::StrAppend(&text, "  unread:     ", absl::StrJoin(o.resolution->unread_keywords, ", "),
+                      " (passed, never read: they change nothing)\n");
+    }
     absl::StrAppend(&text, "  device:     ", CountsText(o.resolution->counts()), "\n");
     for (const DeviceEvent& e : o.resolution->events) {
       absl::StrAppend(&text, "              ", DeviceEventKindName(e.kind), ": ", e.what, "\n");
@@ -388,6 +392,7 @@ ojson OutcomeToJson(const Case& c, const std::string& origin, const Outcome& o) 
                           {"device_to_host_copies", counts.device_to_host_copies},
                           {"casts", counts.casts}};
     j["notes"] = o.resolution->notes;
+    j["unread_keywords"] = o.resolution->unread_keywords;
     if (o.resolution->args.has_value()) j["resolved"] = ResolvedArgsToJson(*o.resolution->args);
   }
   if (!o.warmups.empty()) {

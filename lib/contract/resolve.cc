@@ -1,5 +1,6 @@
 #include "varlen/contract/resolve.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -100,7 +101,41 @@ AttentionCall AsLayerSeesIt(const AttentionCall& call, Profile profile,
   return seen;
 }
 
+// An unread keyword hardened mode lets through: one that describes what the
+// backend derives itself (the layer hands these to every backend), or the
+// full attention every backend computes.
+bool HarmlessUnread(absl::string_view key, const Value& value) {
+  return key == "max_seqlen" || key == "sequence_lengths" || key == "output_ws" ||
+         (key == "window_size" && internal::IsFullAttentionWindow(value)) ||
+         (key == "s_aux" && value.is_none());
+}
+
+// The caller's keywords that nothing read. Through SGLang's layer, the
+// layer reads sequence_lengths, max_seqlen and output_ws from its **kwargs
+// (and hands them on) and softmax_scale spells its own; any other keyword it
+// swallows. The keywords the layer adds are its own business.
+std::vector<std::string> UnreadKeywords(const AttentionCall& call,
+                                        const internal::ResolveContext& ctx, bool vllm) {
+  if (vllm || call.entry == Entry::kDirect) return ctx.kwargs.NeverLookedUp();
+  std::vector<std::string> unread;
+  for (const auto& [key, value] : call.kwargs.items()) {
+    if (key != "sequence_lengths" && key != "max_seqlen" && key != "output_ws" &&
+        key != "softmax_scale") {
+      unread.push_back(key);
+    }
+  }
+  return unread;
+}
+
 }  // namespace
+
+std::vector<std::string> internal::LookedUpKwargs::NeverLookedUp() const {
+  std::vector<std::string> unread;
+  for (const auto& [key, value] : kwargs_.items()) {
+    if (!looked_up_.contains(key)) unread.push_back(key);
+  }
+  return unread;
+}
 
 double DefaultSoftmaxScale(Profile profile, int64_t head_dim) {
   const double d = static_cast<double>(head_dim);
@@ -149,9 +184,25 @@ Resolution Resolve(const AttentionCall& call, Profile profile, Mode mode) {
   const AttentionCall seen = call.entry == Entry::kLayer && !vllm
                                  ? AsLayerSeesIt(call, profile, sglang, &resolution.notes)
                                  : call;
-  const internal::ResolveContext ctx{seen, vllm ? seen.kwargs : BackendKwargs(seen), mode, sglang,
-                                     &resolution.notes};
+  const internal::ResolveContext ctx{
+      seen, internal::LookedUpKwargs(vllm ? seen.kwargs : BackendKwargs(seen)), mode, sglang,
+      &resolution.notes};
   absl::StatusOr<ResolvedArgs> args = Dispatch(ctx, profile);
+  // Only a call that went through has read all it will read.
+  if (args.ok()) resolution.unread_keywords = UnreadKeywords(call, ctx, vllm);
+  // SGLang's forward(..., **kwargs) swallows any keyword; vLLM's names its
+  // three (and refuses others), which models pass whatever the backend.
+  const auto refused = std::find_if(
+      resolution.unread_keywords.begin(), resolution.unread_keywords.end(),
+      [&](const std::string& key) { return !HarmlessUnread(key, call.kwargs.get(key)); });
+  if (mode == Mode::kHardened && !vllm && refused != resolution.unread_keywords.end()) {
+    const std::string& key = *refused;
+    args =
+        PythonError(PyErrorKind::kTypeError,
+                    absl::StrCat(key, "=", call.kwargs.get(key).Repr(), ": ", ProfileName(profile),
+                                 " never reads this keyword, so it would change nothing (check its "
+                                 "spelling, or leave it out)"));
+  }
   resolution.status = args.status();
   if (args.ok()) {
     args->profile = profile;

@@ -240,18 +240,22 @@ absl::StatusOr<AscendArgs> AscendLaunch(std::vector<int64_t> ends, int64_t rows,
         lengths.push_back(ends[b] - previous);
         previous = ends[b];
         if (lengths.back() < 0) {
+          // torch.arange on q's device is torch_npu's (op-plugin,
+          // op_api::arange), whose check says "larger" where CPU torch's says
+          // "lower"; torch_npu appends its error-code line ("\n[ERROR] <time>
+          // (PID:..) ERR01003 OPS invalid value"), which a message here omits.
           return PythonError(PyErrorKind::kRuntimeError,
-                             "upper bound and lower bound inconsistent with step sign");
+                             "upper bound and larger bound inconsistent with step sign");
         }
         args.row_starts.push_back(static_cast<int64_t>(b) * slot);
       }
       for (size_t b = 0; b < ends.size(); ++b) {
         if (lengths[b] > 0 && args.row_starts[b] + lengths[b] > rows) {
-          return PythonError(
-              PyErrorKind::kIndexError,
-              rows == 0 ? std::string("index is out of bounds for dimension with size 0")
-                        : absl::StrCat("index ", std::max(args.row_starts[b], rows),
-                                       " is out of bounds for dimension 0 with size ", rows));
+          // q[valid_indices] gathers on the NPU: how torch_npu's index kernel
+          // answers an index past q is not read from a source.
+          return absl::UnimplementedError(
+              absl::StrCat("q[valid_indices] with an index past q's ", rows,
+                           " rows: the NPU gather's response is not modelled"));
         }
       }
       kernel_rows = total;  // the gathered rows sum to the last end

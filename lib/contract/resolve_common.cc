@@ -52,6 +52,14 @@ ScaleArgument ScaleArgumentOf(Profile profile) {
 
 }  // namespace
 
+bool IsFullAttentionWindow(const Value& window_size) {
+  if (window_size.is_none()) return true;
+  if (window_size.kind() != Value::Kind::kList || window_size.as_list().size() != 2) return false;
+  return std::all_of(
+      window_size.as_list().begin(), window_size.as_list().end(),
+      [](const Value& side) { return side.kind() == Value::Kind::kInt && side.as_int() == -1; });
+}
+
 absl::StatusOr<double> ResolveSoftmaxScale(const ResolveContext& ctx, Profile profile) {
   const Value scale = ctx.kwargs.get("softmax_scale");
   double value = 0.0;
@@ -171,17 +179,32 @@ absl::StatusOr<Tensor> RequireTensorField(const Value& value, absl::string_view 
   return value.as_tensor();
 }
 
+namespace {
+
+// int32 on q's device and contiguous: Triton reads b_start_loc through its
+// data pointer alone and FlashAttention refuses a strided cu_seqlens, while
+// `.to()` keeps a strided view as it is when nothing else changes.
+Tensor KernelReadyCuSeqlens(const ResolveContext& ctx, const Tensor& cu, absl::string_view name) {
+  Tensor ready =
+      To(cu, ctx.call.q.device(), DType::kInt32, absl::StrCat(name, ".to(q.device, torch.int32)"));
+  if (ready.is_contiguous()) return ready;
+  ctx.Note(absl::StrCat(name, ": a strided view, made contiguous for the kernel"));
+  return ready.Contiguous();
+}
+
+}  // namespace
+
 absl::StatusOr<CheckedCuSeqlens> CheckCuSeqlensForKernel(const ResolveContext& ctx,
                                                          const Tensor& cu, absl::string_view name,
                                                          int64_t tokens, bool may_cast) {
   const Device device = ctx.call.q.device();
-  if (!may_cast && (cu.dtype() != DType::kInt32 || cu.device() != device)) {
-    return PythonError(
-        PyErrorKind::kValueError,
-        absl::StrCat(name, " is ", DTypeName(cu.dtype()), " on ", DeviceName(cu.device()),
-                     ": in cuda-graph mode the kernel reads it as it is, so it "
-                     "must be int32 on q's device (",
-                     DeviceName(device), ")"));
+  if (!may_cast && (cu.dtype() != DType::kInt32 || cu.device() != device || !cu.is_contiguous())) {
+    return PythonError(PyErrorKind::kValueError,
+                       absl::StrCat(name, " is ", cu.is_contiguous() ? "" : "a non-contiguous ",
+                                    DTypeName(cu.dtype()), " on ", DeviceName(cu.device()),
+                                    ": in cuda-graph mode the kernel reads it as it is, so it "
+                                    "must be contiguous int32 on q's device (",
+                                    DeviceName(device), ")"));
   }
   CheckedCuSeqlens checked;
   const std::optional<VisionAttentionMetadata>& metadata = ctx.call.forward_metadata;
@@ -196,7 +219,7 @@ absl::StatusOr<CheckedCuSeqlens> CheckCuSeqlensForKernel(const ResolveContext& c
     VARLEN_ASSIGN_OR_RETURN(checked.offsets, CheckTokenOffsets(cu, name, tokens));
   }
   checked.longest = LongestOfOffsets(checked.offsets, name);
-  checked.cu = To(cu, device, DType::kInt32, absl::StrCat(name, ".to(q.device, torch.int32)"));
+  checked.cu = KernelReadyCuSeqlens(ctx, cu, name);
   return checked;
 }
 
@@ -220,8 +243,7 @@ absl::StatusOr<CheckedCuSeqlens> CheckMetadataCuSeqlens(const ResolveContext& ct
   ctx.Note("source: forward_metadata stamped by a hardened builder; checked on the host");
   CheckedCuSeqlens checked;
   checked.offsets = stamp.offsets;
-  checked.cu = To(cu, ctx.call.q.device(), DType::kInt32,
-                  "forward_metadata.cu_seqlens.to(q.device, torch.int32)");
+  checked.cu = KernelReadyCuSeqlens(ctx, cu, "forward_metadata.cu_seqlens");
   checked.longest = {.value = stamp.longest, .source = "the longest sequence of the metadata"};
   return checked;
 }

@@ -29,6 +29,9 @@ struct FlashVarlenRules {
     kCached,       // resolve_max_seqlen(source, cu), the kwarg ignored
   } max = Max::kPrecomputed;
   bool passes_scale = true;  // amx_attn's call has no softmax_scale
+  // fa3 and xpu_attn hand kwargs' window_size and s_aux (as sinks) to their
+  // kernel (vision.py: VisionFlash3Attention, VisionIntelXPUAttention).
+  bool passes_window = false;
 };
 
 FlashVarlenRules RulesFor(Profile profile, const SglangBehavior& sglang) {
@@ -49,10 +52,27 @@ FlashVarlenRules RulesFor(Profile profile, const SglangBehavior& sglang) {
     case Profile::kXpuAttn:
       return {.kernel = "sgl_kernel.flash_attn.flash_attn_varlen_func",
               .reads_metadata = sglang.xpu_reads_metadata,
-              .max = sglang.xpu_reads_metadata ? Max::kPrecomputed : Max::kCached};
+              .max = sglang.xpu_reads_metadata ? Max::kPrecomputed : Max::kCached,
+              .passes_window = true};
     default:
-      return {.kernel = "flash_attn_varlen_func", .list = List::kInGraphMode};
+      return {
+          .kernel = "flash_attn_varlen_func", .list = List::kInGraphMode, .passes_window = true};
   }
+}
+
+// window_size and s_aux as the kernel gets them: the full attention of the
+// layer's defaults ((-1, -1) and None), or a variant a case's ground truth
+// does not hold (not modelled).
+absl::Status CheckFullAttention(const ResolveContext& ctx, const FlashVarlenRules& rules) {
+  if (!rules.passes_window) return absl::OkStatus();
+  const Value window = ctx.kwargs.get("window_size");
+  const Value sinks = ctx.kwargs.get("s_aux");
+  const bool full_window = IsFullAttentionWindow(window);
+  if (full_window && sinks.is_none()) return absl::OkStatus();
+  return absl::UnimplementedError(absl::StrCat(
+      full_window ? absl::StrCat("s_aux=", sinks.Repr(), " reaches ", rules.kernel, " as sinks")
+                  : absl::StrCat("window_size=", window.Repr(), " reaches ", rules.kernel),
+      ": a case's ground truth is full attention without sinks (not modelled)"));
 }
 
 FlashVarlenArgs::SglangEntry EntryOf(Profile profile) {
@@ -152,6 +172,7 @@ absl::StatusOr<FlashVarlenArgs> ResolveFaithful(const ResolveContext& ctx, Profi
     }
     args.scale = DefaultSoftmaxScale(profile, call.q.size(call.q.dim() - 1));
   }
+  VARLEN_RETURN_IF_ERROR(CheckFullAttention(ctx, rules));
   return args;
 }
 
@@ -204,6 +225,7 @@ absl::StatusOr<FlashVarlenArgs> ResolveHardened(const ResolveContext& ctx, Profi
     args.scale = DefaultSoftmaxScale(profile, call.q.size(call.q.dim() - 1));
     VARLEN_RETURN_IF_ERROR(CheckScaleNotDropped(ctx, profile, args.scale));
   }
+  VARLEN_RETURN_IF_ERROR(CheckFullAttention(ctx, rules));
   return args;
 }
 

@@ -4,7 +4,9 @@
 #ifndef VARLEN_LIB_CONTRACT_RESOLVE_INTERNAL_H_
 #define VARLEN_LIB_CONTRACT_RESOLVE_INTERNAL_H_
 
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -15,9 +17,29 @@
 
 namespace varlen::internal {
 
+// A callee's **kwargs that records the keys it looks up: a key never looked
+// up was received and never read (it changes nothing).
+class LookedUpKwargs {
+ public:
+  explicit LookedUpKwargs(Kwargs kwargs) : kwargs_(std::move(kwargs)) {}
+
+  Value get(absl::string_view key) const { return Mark(key), kwargs_.get(key); }
+  const Value* find(absl::string_view key) const { return Mark(key), kwargs_.find(key); }
+  bool contains(absl::string_view key) const { return Mark(key), kwargs_.contains(key); }
+
+  // The keys given and never looked up, in the order given.
+  std::vector<std::string> NeverLookedUp() const;
+
+ private:
+  void Mark(absl::string_view key) const { looked_up_.insert(std::string(key)); }
+
+  Kwargs kwargs_;
+  mutable std::set<std::string> looked_up_;
+};
+
 struct ResolveContext {
   const AttentionCall& call;  // as the backend receives it (after the layer)
-  Kwargs kwargs;              // what the backend's **kwargs hold (the layer fills keys)
+  LookedUpKwargs kwargs;      // what the backend's **kwargs hold (the layer fills keys)
   Mode mode;
   const SglangBehavior& sglang;  // the modelled version's (the latest in hardened mode)
   std::vector<std::string>* notes;
@@ -34,6 +56,10 @@ absl::StatusOr<TritonArgs> ResolveTriton(const ResolveContext& ctx);
 absl::StatusOr<SdpaArgs> ResolveSdpa(const ResolveContext& ctx);
 // vLLM's profiles: the arguments and the q, k and v the kernel receives.
 absl::StatusOr<ResolvedArgs> ResolveVllm(const ResolveContext& ctx, Profile profile);
+
+// window_size at full attention's value, the layer's default: None or
+// (-1, -1).
+bool IsFullAttentionWindow(const Value& window_size);
 
 // softmax_scale as `profile`'s kernel reads it: None -> the default that
 // profile's code computes (DefaultSoftmaxScale), an int or float as is.

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -626,6 +627,22 @@ absl::StatusOr<ResolvedArgs> HardenedFlashinfer(const ResolveContext& ctx) {
         absl::StrCat("q has shape ", ShapeToString(call.q.shape()), ": FLASHINFER reads [T, ",
                      call.vllm_layer.num_heads, ", ", call.vllm_layer.head_size, "] or [b, s, ",
                      call.vllm_layer.num_heads, ", ", call.vllm_layer.head_size, "]"));
+  }
+  // k is read at q's offsets (batch_offsets_k is batch_offsets_q), and the
+  // output, torch.empty_like(q), is written at them with v's heads and head
+  // size (flashinfer/cudnn/prefill.py): both must be shaped as q.
+  for (const auto& [name, t, role] :
+       {std::tuple<absl::string_view, const Tensor*, absl::string_view>{
+            "k", &k, "is read at q's offsets (batch_offsets_k = batch_offsets_q)"},
+        {"v", &v,
+         "gives the output its heads and head size, and the output is torch.empty_like(q)"}}) {
+    if (t->dim() != 3 || t->size(0) != q.size(0) || t->size(1) != q.size(1) ||
+        t->size(2) != q.size(2)) {
+      return PythonError(PyErrorKind::kValueError,
+                         absl::StrCat(name, " has shape ", ShapeToString(t->shape()),
+                                      " as FLASHINFER reads it and q ", ShapeToString(q.shape()),
+                                      ": ", name, " ", role, ", so it must have q's shape"));
+    }
   }
   const Tensor& cu = call.cu_seqlens.as_tensor();
   const Device device = q.device();

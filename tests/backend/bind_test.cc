@@ -194,6 +194,38 @@ TEST(BindFlashinferCudnnTest, PackedInputKeepsA3dResult) {
   EXPECT_EQ(kernel->result_shape(), (Shape{8, 2, 4}));
 }
 
+// vLLM's FLASHINFER: q [1, 8, 2, 4] of sequences [5, 3], v of head size
+// `dim_v`, the two offset sections as a caller computes them for its v.
+AttentionCall VllmFlashinferCall(int64_t dim_v) {
+  AttentionCall call;
+  call.q = Tensor::Zeros(DType::kBFloat16, kCuda, {1, 8, 2, 4});
+  call.k = Tensor::Zeros(DType::kBFloat16, kCuda, {1, 8, 2, 4});
+  call.v = Tensor::Zeros(DType::kBFloat16, kCuda, {1, 8, 2, dim_v});
+  call.vllm_layer = {.num_heads = 2, .head_size = 4, .num_kv_heads = 2, .scale = std::nullopt};
+  call.cu_seqlens = IntTensor({0, 40, 64, 0, 5 * 2 * dim_v, 8 * 2 * dim_v});
+  call.kwargs.set("max_seqlen",
+                  Value::FromTensor(Tensor::FromInts({5}, DType::kInt32, kCpu).Reshape({})));
+  call.kwargs.set("sequence_lengths", IntTensor({5, 3}));
+  return call;
+}
+
+TEST(BindFlashinferCudnnTest, VllmWritesVsHeadSizeIntoABufferShapedAsQ) {
+  // The buffer is torch.empty_like(q): [8, 2, 4] whatever v's head size,
+  // written with v's (dense [.., H * Dv, Dv]) at q's offsets.
+  for (const int64_t dim_v : {4, 8, 2}) {
+    absl::StatusOr<KernelCall> kernel = Bind(VllmFlashinferCall(dim_v), Profile::kVllmFlashinfer);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    EXPECT_EQ(kernel->output().shape(), (Shape{8, 2, 4}));
+    EXPECT_EQ(kernel->result_shape(), (Shape{1, 8, 2, 4}));
+    const VarlenAttentionParams p = kernel->params();
+    EXPECT_EQ(p.o_token_stride, 2 * dim_v);
+    EXPECT_EQ(p.o_head_stride, dim_v);
+    EXPECT_THAT(Array(p, &VarlenAttentionParams::o_start), ElementsAre(0, 40));
+    // Wider: the second sequence writes [40, 40 + 3 * 16) of 64 elements.
+    EXPECT_EQ(CheckKernelBounds(p).ok(), dim_v <= 4) << dim_v;
+  }
+}
+
 // ---------------------------------------------------------------------------
 // fa3
 

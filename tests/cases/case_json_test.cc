@@ -142,7 +142,7 @@ TEST(ParseCaseTest, UnknownNestedFields) {
   j["expect"] = {{"outcome", "success"}, {"syncs", 0}};
   EXPECT_EQ(ErrorFor(j),
             "x.json: $.expect.syncs: unknown field (expected one of: outcome, error, message, "
-            "host_syncs, resolved)");
+            "host_syncs, resolved, unread_keywords)");
 
   j = Minimal();
   j["call"]["sdpa"] = {{"flatten", true}};

@@ -141,7 +141,8 @@ TEST(HardenedRejects, TooSmallMaxSeqlenOnFlashinfer) {
 }
 
 // sdpa takes no max_seqlen (its mask comes from cu_seqlens alone), so a
-// too-small value cannot reach a kernel there; hardened sdpa ignores it.
+// too-small value cannot reach a kernel there; hardened sdpa lets it through
+// unread (it describes what sdpa derives itself).
 TEST(HardenedRejects, SdpaHasNoMaxSeqlenToCheck) {
   AttentionCall call = SmallCall();
   call.kwargs.set("max_seqlen", Value::Int(1));
@@ -287,7 +288,7 @@ TEST(HardenedRejects, GraphModeBuffersTheKernelReadsAsTheyAre) {
   ExpectPyError(Resolve(call, Profile::kTritonAttn, Mode::kHardened).status,
                 PyErrorKind::kValueError,
                 "cu_seqlens[0] is int64 on cpu: in cuda-graph mode the kernel reads it as it is, "
-                "so it must be int32 on q's device (cuda)");
+                "so it must be contiguous int32 on q's device (cuda)");
 }
 
 TEST(HardenedRejects, GraphModeThroughTheLayerWithoutOutputWs) {
@@ -468,6 +469,46 @@ TEST(HardenedRejects, SdpaPerCallScaleThatWouldBeIgnored) {
                 "ignores the per-call scale, so it must be set at construction");
   call.kwargs.set("softmax_scale", Value::Float(0.5));  // the construction scale, 4 ** -0.5
   EXPECT_TRUE(Resolve(call, Profile::kSdpa, Mode::kHardened).status.ok());
+}
+
+TEST(UnreadKeywords, ReportedByBothModesAndRefusedByHardened) {
+  AttentionCall call = SmallCall();
+  call.kwargs.set("max_seq_len", Value::Int(5));  // a typo of max_seqlen
+  call.kwargs.set("sequence_lengths", Value::FromTensor(IntTensor({3, 5, 2})));
+  // fa3 reads neither: faithful mode goes through and says so.
+  const Resolution faithful = Resolve(call, Profile::kFa3, Mode::kFaithful);
+  ASSERT_TRUE(faithful.status.ok()) << faithful.status;
+  EXPECT_THAT(faithful.unread_keywords, ElementsAre("max_seq_len", "sequence_lengths"));
+  // Hardened mode checks that sequence_lengths agree (a read) and refuses
+  // the keyword nothing reads, by name.
+  const Resolution hardened = Resolve(call, Profile::kFa3, Mode::kHardened);
+  EXPECT_THAT(hardened.unread_keywords, ElementsAre("max_seq_len"));
+  ExpectPyError(hardened.status, PyErrorKind::kTypeError,
+                "max_seq_len=5: fa3 never reads this keyword, so it would change nothing (check "
+                "its spelling, or leave it out)");
+  // Through the layer, a keyword VisionAttention does not take from its
+  // **kwargs is unread, whatever the backend; the ones it takes (and hands
+  // on) are the layer's reads.
+  call.kwargs.erase("max_seq_len");
+  call.kwargs.set("window_size", Value::List({Value::Int(8), Value::Int(8)}));
+  call.entry = Entry::kLayer;
+  EXPECT_THAT(Resolve(call, Profile::kSdpa, Mode::kFaithful).unread_keywords,
+              ElementsAre("window_size"));
+  // fa3 hands window_size and s_aux to its kernel: read, and a window other
+  // than full attention is outside a case's ground truth.
+  call.entry = Entry::kDirect;
+  EXPECT_TRUE(absl::IsUnimplemented(Resolve(call, Profile::kFa3, Mode::kFaithful).status));
+  call.kwargs.set("window_size", Value::List({Value::Int(-1), Value::Int(-1)}));
+  const Resolution full = Resolve(call, Profile::kFa3, Mode::kFaithful);
+  ASSERT_TRUE(full.status.ok()) << full.status;
+  EXPECT_THAT(full.unread_keywords, ElementsAre("sequence_lengths"));
+  // Unread but harmless for hardened mode: keywords that describe what the
+  // backend derives itself, and full attention's window.
+  EXPECT_TRUE(Resolve(call, Profile::kFa4, Mode::kHardened).status.ok());
+  call.entry = Entry::kLayer;
+  // A call that raised read only what it read before: nothing is reported.
+  call.cu_seqlens = Value::Str("x");
+  EXPECT_THAT(Resolve(call, Profile::kTritonAttn, Mode::kFaithful).unread_keywords, IsEmpty());
 }
 
 TEST(HardenedRejects, ListCuSeqlensOutsideGraphModeNamesTheValue) {

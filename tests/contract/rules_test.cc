@@ -732,11 +732,12 @@ TEST(ContractRule22, AscendActualSeqLengthsAreCumulativeEnds) {
                     .status(),
                 PyErrorKind::kRuntimeError,
                 "queryT(1000) must be equal to the last element of actualSequenceLengthQ(1200)");
-  // Two images of 600 in slots of 500: the second's gather runs past q.
-  ExpectPyError(AscendActualSeqLengths(IntTensor({0, 600, 1200}, DType::kInt32, kCpu), 1000,
-                                       SglangVersion::k0_5_23)
-                    .status(),
-                PyErrorKind::kIndexError, "index 1000 is out of bounds for dimension 0 with size 1000");
+  // Two images of 600 in slots of 500: the second's gather runs past q, on
+  // the NPU, whose answer is not modelled.
+  EXPECT_TRUE(
+      absl::IsUnimplemented(AscendActualSeqLengths(IntTensor({0, 600, 1200}, DType::kInt32, kCpu),
+                                                   1000, SglangVersion::k0_5_23)
+                                .status()));
 }
 
 // Rule 23 is numerical (backend output against a reference); the kernel tests cover it.

@@ -88,7 +88,7 @@ TEST(CaseDecoderTest, RandomInputsReachEveryFormTheContractDistinguishes) {
   std::set<Profile> profiles;
   std::set<QLayout> vllm_layouts;
   bool vllm_metadata = false, vllm_batch_of_images = false, vllm_given_sglang_keywords = false,
-       vllm_merged_heads = false;
+       vllm_merged_heads = false, vllm_value_head_size = false, unread_keyword = false;
   std::set<ArgLiteral::Kind> kinds;
   std::set<DType> dtypes;
   std::set<MetadataSpec::Builder> builders;
@@ -106,6 +106,7 @@ TEST(CaseDecoderTest, RandomInputsReachEveryFormTheContractDistinguishes) {
       vllm_metadata |= c->call.vllm_metadata.has_value();
       vllm_batch_of_images |= c->call.bsz.value_or(1) > 1;
       vllm_merged_heads |= c->call.merged_heads;
+      vllm_value_head_size |= c->geometry.head_dim_v != c->geometry.head_dim;
       vllm_given_sglang_keywords |= c->call.forward_metadata.has_value();
       for (const auto& [key, value] : c->call.kwargs) {
         vllm_given_sglang_keywords |= key == "output_ws" || key == "softmax_scale";
@@ -117,6 +118,7 @@ TEST(CaseDecoderTest, RandomInputsReachEveryFormTheContractDistinguishes) {
     Collect(c->call.cu_seqlens, &kinds, &dtypes, &nan, &unicode_digits, &strided);
     for (const auto& [key, value] : c->call.kwargs) {
       Collect(value, &kinds, &dtypes, &nan, &unicode_digits, &strided);
+      unread_keyword |= key == "max_seq_len" || key == "window_size" || key == "s_aux";
     }
     if (c->call.forward_metadata.has_value()) builders.insert(c->call.forward_metadata->builder);
   }
@@ -128,7 +130,8 @@ TEST(CaseDecoderTest, RandomInputsReachEveryFormTheContractDistinguishes) {
   }
   EXPECT_EQ(vllm_layouts.size(), 4u) << "packed, batched, fused_qkv, batched_fused_qkv";
   EXPECT_TRUE(vllm_metadata && vllm_batch_of_images && vllm_given_sglang_keywords &&
-              vllm_merged_heads);
+              vllm_merged_heads && vllm_value_head_size);
+  EXPECT_TRUE(unread_keyword) << "a keyword most backends never read";
   EXPECT_EQ(kinds.size(), 9u) << "None, bool, int, float, str, tensor, list, cache, empty_like";
   EXPECT_EQ(dtypes.size(), 5u) << "int16, int32, int64, float32, bool tensors";
   EXPECT_TRUE(strided) << "a non-contiguous tensor (step 2)";

@@ -161,6 +161,9 @@ enum class QLayout {
 // "packed", "batched", "fused_qkv", "batched_fused_qkv"
 absl::string_view QLayoutName(QLayout layout);
 absl::StatusOr<QLayout> ParseQLayout(absl::string_view name);
+// The same layout with q, k and v as tensors of their own (one projection
+// makes q, k and v with one head size).
+QLayout UnfusedLayout(QLayout layout);
 
 // vLLM: the keywords MMEncoderAttention's builders make from host token
 // offsets (compute_max_seqlen, maybe_compute_seq_lens,
@@ -206,6 +209,9 @@ struct Expectation {
   std::string message;                                  // kError, exact
   std::optional<int> host_syncs;                        // performed by resolution
   nlohmann::ordered_json resolved;  // an object: fields the resolved arguments must have
+  // The keywords passed and never read, in the order passed (Resolution::
+  // unread_keywords); unset: not checked.
+  std::optional<std::vector<std::string>> unread_keywords;
   bool operator==(const Expectation&) const = default;
 };
 

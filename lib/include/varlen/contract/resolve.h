@@ -153,6 +153,12 @@ struct Resolution {
   std::optional<ResolvedArgs> args;  // set exactly when status is OK
   std::vector<DeviceEvent> events;   // host syncs, copies, casts, in order
   std::vector<std::string> notes;    // the path taken, for reports
+  // Keywords the caller passed that nothing on the way read, when the call
+  // went through: a typo (max_seq_len) or a keyword this backend ignores
+  // (window_size) changes nothing. Hardened mode refuses those that ask for
+  // something on SGLang's profiles, whose forward(..., **kwargs) swallows
+  // any keyword.
+  std::vector<std::string> unread_keywords;
 
   DeviceEventCounts counts() const;
 };
