@@ -10,43 +10,71 @@ import pytest
 
 torch = pytest.importorskip("torch")
 import varlen  # noqa: E402,F401  (the compiled core: generated calls, faithful mode)
-from varlen import _core, _engine_source, sglang_differential as sd  # noqa: E402
+from varlen import _core  # noqa: E402
+from varlen.engines import ENGINES, compare, device, differential, engine_module  # noqa: E402
+from varlen.engines import sglang as sd, source  # noqa: E402
 
 
 def engine(version: str) -> sd.Engine:
     release = sd.RELEASES[version]
     try:
         return sd.Engine(release, sd.fetch_wheel(release))
-    except (_engine_source.Unavailable, OSError) as why:
+    except (source.Unavailable, OSError) as why:
         pytest.skip(f"no SGLang {version} wheel here: {why}")
 
 
 def counted(e: sd.Engine, body):
-    ledger = sd.Ledger()
-    token = sd._LEDGER.set(ledger)
-    try:
-        with e.DeviceMode():
-            body()
-    finally:
-        sd._LEDGER.reset(token)
+    with device.observing() as (ledger, _), e.device.Mode():
+        body()
     return ledger
+
+
+def run(version: str, calls: int, backends, seed: int) -> dict:
+    try:
+        judge = sd.judge(version)
+    except (source.Unavailable, OSError) as why:
+        pytest.skip(f"no SGLang {version} wheel here: {why}")
+    return differential.run(sd, judge, calls, backends, seed, None, _core)
+
+
+def test_every_engine_module_offers_the_driver_what_it_needs():
+    for name in ENGINES:
+        module = engine_module(name)
+        assert module.NAME == name
+        for attribute in ("TITLE", "PROFILES", "DEFAULT_VERSIONS", "DEFAULT_CALLS",
+                          "RUN_FOR_REAL", "judge"):
+            assert hasattr(module, attribute), (name, attribute)
+        assert set(module.RUN_FOR_REAL) <= set(module.PROFILES)
+        # The profiles are the case format's, so the core generates calls for them.
+        assert _core.generate_calls(1, 1, module.PROFILES[0], module.DEFAULT_VERSIONS[0])
+    with pytest.raises(ValueError, match="not one of"):
+        engine_module("tgi")
+
+
+def test_the_driver_refuses_what_it_cannot_run(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        differential.main(["--engine=sglang", "--backends=fa5"])
+    assert exit_.value.code == 2
+    assert "'fa5' is not one of" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        differential.main([])  # no engine
 
 
 def test_device_tensors_count_host_reads_and_copies():
     e = engine("0.5.23")
-    cu = torch.tensor([0, 3, 8], dtype=torch.int32).as_subclass(e.DeviceTensor)
+    cu = torch.tensor([0, 3, 8], dtype=torch.int32).as_subclass(e.device.DeviceTensor)
     host = torch.tensor([0, 3, 8], dtype=torch.int64)
     seen = {}
 
     def body():
         seen["device"] = cu.device.type
-        seen["diff_on_device"] = e.is_device(cu[1:] - cu[:-1])
+        seen["diff_on_device"] = e.device.is_device(cu[1:] - cu[:-1])
         seen["max"] = (cu[1:] - cu[:-1]).max().item()  # one sync
         moved = host.to(cu.device)  # one host-to-device copy
-        seen["moved_on_device"] = e.is_device(moved)
+        seen["moved_on_device"] = e.device.is_device(moved)
         with pytest.raises(RuntimeError):
             cu.item()  # three elements: raises before reading, no sync
-        seen["on_host"] = e.is_device(cu.cpu())  # one sync
+        seen["on_host"] = e.device.is_device(cu.cpu())  # one sync
 
     ledger = counted(e, body)
     assert seen == {"device": "cuda", "diff_on_device": True, "max": 5, "moved_on_device": True,
@@ -64,26 +92,26 @@ def test_moves_copy_as_torch_does_and_views_keep_their_strides():
 
     def body():
         moved = view.to(torch.device("cuda"))  # a copy: non-dense arrives contiguous
-        seen["moved"] = (e.is_device(moved), moved.is_contiguous(), moved.tolist())
+        seen["moved"] = (e.device.is_device(moved), moved.is_contiguous(), moved.tolist())
         seen["same"] = (moved, moved.to(dtype=torch.int32))  # no change: no copy
-        device_view = e.plain(torch.zeros(6, dtype=torch.int32)).as_subclass(e.DeviceTensor)[::2]
+        device_view = e.device.plain(torch.zeros(6, dtype=torch.int32)).as_subclass(e.device.DeviceTensor)[::2]
         seen["device_view"] = device_view.to(torch.device("cuda")).is_contiguous()
 
     counted(e, body)
     moved, same = seen.pop("same")
-    assert e.plain(same).data_ptr() == e.plain(moved).data_ptr()
+    assert e.device.plain(same).data_ptr() == e.device.plain(moved).data_ptr()
     assert seen == {"moved": (True, True, [0, 3, 8]), "device_view": False}
     # The host copy of a described view keeps it a view of a zero-filled base,
     # and the report names its step.
-    copy = sd.host_copy(view)
+    copy = device.host_copy(view)
     assert copy.stride() == (2,) and copy.tolist() == [0, 3, 8]
-    assert sd.tensor_json(copy, on_device=True) == {
+    assert compare.tensor_json(copy, on_device=True) == {
         "tensor": [0, 3, 8], "dtype": "int32", "device": "cuda", "step": 2}
-    assert "step" not in sd.tensor_json(copy.contiguous(), on_device=False)
+    assert "step" not in compare.tensor_json(copy.contiguous(), on_device=False)
 
 
 def test_the_modelled_release_agrees():
-    result = sd.run("0.5.23", 12, list(sd.BACKEND_CLASSES), 7, None, _core)
+    result = run("0.5.23", 12, list(sd.PROFILES), 7)
     assert all(row["differ"] == 0 for row in result["backends"].values()), result["rules"]
     assert sum(row["calls"] for row in result["backends"].values()) >= 9 * 10 * 3 // 4
 
@@ -91,8 +119,7 @@ def test_the_modelled_release_agrees():
 def test_a_release_that_differs_is_listed_by_rule():
     # 0.5.18's VisionFlash4Attention has no list branch: the graph runner's
     # [cu_seqlens, max_seqlen] fails its tensor assertion there.
-    engine("0.5.18")
-    result = sd.run("0.5.18", 150, ["fa4"], 11, None, _core)
+    result = run("0.5.18", 150, ["fa4"], 11)
     assert result["judged_as"] == "0.5.23"
     assert result["backends"]["fa4"]["differ"] > 0
     assert any("AssertionError: cu_seqlens must be a torch.Tensor" in rule
@@ -126,7 +153,7 @@ def test_the_kernels_doors_are_strict():
         predicted = call_of(case)
         assert predicted["raised"] is None  # resolution succeeds; the kernel refuses
         text = json.dumps(case)
-        assert sd.kernel_prediction(_core, text) == raised
+        assert compare.kernel_prediction(_core, text) == raised
         assert e.call(predicted["call"]).raised == raised
 
 
@@ -142,6 +169,6 @@ def test_a_kernel_response_not_read_from_a_source_is_not_modelled():
                      "cu_seqlens": {"tensor": [0, 5, 8], "dtype": "int32", "device": "cuda"},
                      "kwargs": {"softmax_scale": "0.25"}}}
     predicted = call_of(case)
-    kernel = sd.kernel_prediction(_core, json.dumps(case))
+    kernel = compare.kernel_prediction(_core, json.dumps(case))
     assert kernel is not None and kernel[0] == "Unimplemented", kernel
     assert e.call(predicted["call"]).raised[0] == "NotModelled"

@@ -1,4 +1,4 @@
-"""vLLM's MMEncoderAttention as varlen.vllm_engine runs it: hand-built calls,
+"""vLLM's MMEncoderAttention as varlen.engines.vllm runs it: hand-built calls,
 checked against what vLLM 0.33.0's code does with them (the kernel shim's
 arguments, the host syncs, the exact exceptions), without varlen's compiled
 core.
@@ -6,8 +6,8 @@ core.
     build/python-env/bin/python -m pytest python/tests/test_vllm_engine.py
 
 The wheel is not downloaded here: the tests are skipped unless it is in the
-wheels directory (sglang_differential.wheels_dir()) or $VARLEN_VLLM_WHEEL
-names it (`python -m varlen.vllm_engine --probe` downloads it).
+wheels directory (varlen.engines.source.wheels_dir()) or $VARLEN_VLLM_WHEEL
+names it (`python -m varlen.engines.vllm --probe` downloads it).
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ except ImportError:
     _package.__path__ = [str(PYTHON_DIR / "varlen")]
     sys.modules["varlen"] = _package
 
-from varlen import _engine_source  # noqa: E402
-from varlen import vllm_engine as ve  # noqa: E402
+from varlen.engines import source  # noqa: E402
+from varlen.engines import vllm as ve  # noqa: E402
 
 S, H, D = 10, 2, 8
 
@@ -43,7 +43,7 @@ S, H, D = 10, 2, 8
 def engine() -> ve.VllmEngine:
     try:
         return ve.VllmEngine(ve.wheel_path(download=False))
-    except (_engine_source.Unavailable, OSError) as why:
+    except (source.Unavailable, OSError) as why:
         pytest.skip(f"no vLLM {ve.VLLM_VERSION} wheel here: {why}")
 
 

@@ -93,8 +93,9 @@ from pathlib import Path
 if "triton" not in sys.modules:
     os.environ["TRITON_INTERPRET"] = "1"
 
-from varlen import _engine_source, kernel_entry, spec  # noqa: E402
-from varlen._engine_source import Unavailable as _Unavailable  # noqa: E402
+from varlen import kernel_entry, spec  # noqa: E402
+from varlen.engines import source as _engine_source  # noqa: E402
+from varlen.engines.source import Unavailable as _Unavailable  # noqa: E402
 
 SGLANG_VERSION = "0.5.23"
 KERNEL_FILE = "sglang/kernels/ops/attention/prefill_attention.py"

@@ -4,9 +4,9 @@ Nothing of the engine is installed or copied: a member of the wheel is read
 with zipfile (checked against a SHA-256 where one is pinned), the
 module-level definitions a few roots reach are extracted by AST, unchanged,
 and compiled into a fresh module whose remaining imports are stubs. Used by
-the SGLang backends (varlen.backends.sglang) and the engine differentials
-(varlen.sglang_differential, varlen.vllm_engine), which fetch_wheel() also
-serves with their pinned wheels.
+the SGLang backends (varlen.backends.sglang) and the engine modules
+(varlen.engines.sglang, varlen.engines.vllm), whose pinned wheels
+fetch_wheel() downloads into wheels_dir().
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import builtins
 import glob
 import hashlib
 import linecache
+import os
 import subprocess
 import sys
 import types
@@ -26,6 +27,18 @@ from typing import Callable, Dict, Iterable, Optional
 
 class Unavailable(Exception):
     """The engine's code cannot be read here (no wheel, an unexpected file)."""
+
+
+def wheels_dir() -> Path:
+    """$VARLEN_WHEELS, else build/python-env/wheels of the source tree this
+    module lies in (also when it runs from a build tree inside it)."""
+    if os.environ.get("VARLEN_WHEELS"):
+        return Path(os.environ["VARLEN_WHEELS"])
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "CMakeLists.txt").is_file() and (parent / "python" / "pyproject.toml").is_file():
+            return parent / "build" / "python-env" / "wheels"
+    return here.parents[3] / "build" / "python-env" / "wheels"
 
 
 def fetch_wheel(package: str, version: str, platform: str, directory: Path, name: str,

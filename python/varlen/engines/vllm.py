@@ -1,10 +1,33 @@
-"""vLLM's own multimodal-encoder attention, run on the CPU: the vLLM side of a
-differential against the C++ model.
+"""vLLM as an engine module: its multimodal-encoder attention, run on the
+CPU, as the judge of faithful mode.
 
-    python -m varlen.vllm_engine --probe      the exact torch and vLLM messages, as JSON
+    python -m varlen.engines.differential --engine=vllm [--calls=N] [--backends=PROFILE,...]
+        [--seed=S] [--vllm-keywords-only] [--save=DIR] [--json=FILE] [--cases=DIR]
+    python -m varlen.engines.vllm --probe      the exact torch and vLLM messages, as JSON
 
-The wheel is $VARLEN_VLLM_WHEEL, else the one in sglang_differential's
-wheels_dir() (build/python-env/wheels), downloaded there when missing.
+The wheel is $VARLEN_VLLM_WHEEL, else the one in source.wheels_dir()
+(build/python-env/wheels), downloaded there when missing.
+
+For each generated call (varlen._core.generate_calls for the profile and vLLM
+0.33.0: every form of cu_seqlens, max_seqlen and sequence_lengths, the
+builders' keywords, SGLang's keywords a caller carries over, batched and
+packed q, fused projections) and each of vLLM's five encoder-attention
+backends (FLASH_ATTN/fa2, FLASH_ATTN/fa3, TRITON_ATTN, TORCH_SDPA,
+FLASHINFER), faithful mode's prediction (and, where it resolves, the kernel
+entry's response through the binding) is compared with what the code below
+does on the outcome (exception type and exact message), every kernel
+argument (FlashAttention: cu_seqlens_q, which must be cu_seqlens_k,
+max_seqlen_q, which must be max_seqlen_k, an int or a float as it is, the
+softmax scale, fa_version; Triton: b_start_loc, b_seq_len, max_input_len,
+softmax_scale; FlashInfer: actual_seq_lens_q (and _kv, the same object),
+batch_offsets_q (and _k, _o, the same object), batch_offsets_v,
+max_token_per_sequence, max_sequence_kv, the scale; the strides of the q, k
+and v the kernel receives), TORCH_SDPA's output against a float64 per-chunk
+reference computed from the predicted blocks, and the counts.
+
+Most generated calls carry SGLang's keywords (output_ws, softmax_scale,
+forward_metadata), which forward_cuda refuses first; --vllm-keywords-only
+drops them from each call, so that the same draws reach the ops and kernels.
 
 vLLM 0.33.0's `MMEncoderAttention` (vllm/model_executor/layers/attention/
 mm_encoder_attention.py) and its custom ops (vllm/v1/attention/ops/
@@ -29,13 +52,13 @@ stand-in tree holding only what the two files use, on a CUDA platform:
   libraries, whose kernels are `kernel_entry.FlashEntry`'s entry checks; the
   wheel's `context_attention_fwd` runs unchanged up to Triton's launcher
   (`kernel_entry.TritonJit` stands in for `triton.jit`). Both record their
-  arguments by name first (sglang_differential's `Capture`), as does
+  arguments by name first (`device.record`), as does
   FlashInfer's `cudnn_batch_prefill_with_kv_cache`, a capture shim that
   returns an output of the right shape. TORCH_SDPA runs torch's
   scaled_dot_product_attention for real. FlashInfer's
   128 MiB workspace is a zero-stride stand-in of that size, never allocated.
 
-Device tensors are sglang_differential's: host tensors of a subclass, under a
+Device tensors are varlen.engines.device's: host tensors of a subclass, under a
 torch function mode that counts host reads (`.item()`, `.tolist()`, ...) as
 host syncs and reports `q.device` as "cuda". A custom op is a torch function
 of its own: the mode passes it through with the tensors as they are, and the
@@ -50,7 +73,11 @@ the platform's own checks are not run (the profile names the backend); fp8
 run (only TORCH_SDPA computes) and their entry checks are kernel_entry's; the ROCm, XPU and CPU
 dispatch paths are not taken; and a host tensor is never a real device
 tensor, so torch's device-mismatch errors do not occur. The messages come
-from the torch this runs on, which need not be the torch vLLM pins.
+from the torch this runs on, which need not be the torch vLLM pins; the
+metadata builders are the C++ model's (a case's vllm_metadata becomes keyword
+values before either side sees the call), and the doors' checks are written
+from the kernels' sources rather than run from their binaries (without the
+stable-ABI builds' "<function>, <file>:<line>, " prefix).
 """
 
 from __future__ import annotations
@@ -69,13 +96,19 @@ import sys
 import types
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from varlen import _engine_source
 from varlen import kernel_entry
-from varlen import sglang_differential as sd
+from varlen.engines import compare, device as stand_ins
+from varlen.engines import source as engine_source
+from varlen.engines.compare import Difference, Judge
+from varlen.engines.device import Observation, output_like, record, torch_module
 
+NAME = "vllm"
+TITLE = "vLLM"
 VLLM_VERSION = "0.33.0"
+DEFAULT_VERSIONS = (VLLM_VERSION,)
+DEFAULT_CALLS = 2100
 WHEEL_NAME = "vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl"
 WHEEL_SHA256 = "4b6bdec4ab269990bf70d45a3c1e94c3760a27064513760193b26d6f0da883aa"
 LAYER_FILE = "vllm/model_executor/layers/attention/mm_encoder_attention.py"
@@ -96,31 +129,34 @@ SOURCE_SHA256 = {
 OPS = ("flash_attn_maxseqlen_wrapper", "triton_attn_wrapper", "torch_sdpa_wrapper",
        "flashinfer_wrapper")
 # profile -> (AttentionBackendEnum member, flash-attention version)
-PROFILES: Dict[str, Tuple[str, Optional[int]]] = {
+BACKEND_SETTINGS: Dict[str, Tuple[str, Optional[int]]] = {
     "FLASH_ATTN/fa2": ("FLASH_ATTN", 2),
     "FLASH_ATTN/fa3": ("FLASH_ATTN", 3),
     "TRITON_ATTN": ("TRITON_ATTN", None),
     "TORCH_SDPA": ("TORCH_SDPA", None),
     "FLASHINFER": ("FLASHINFER", None),
 }
+PROFILES = tuple(BACKEND_SETTINGS)
 FLASHINFER_WORKSPACE_BYTES = 128 * 1024 * 1024
+# Backends whose kernel is torch's, run for real: judged on their output.
+RUN_FOR_REAL = ("TORCH_SDPA",)
 
 
 def wheel_path(download: bool = True) -> str:
-    """The pinned wheel: $VARLEN_VLLM_WHEEL, else in sglang_differential's
-    wheels_dir(), downloaded there (pip download --no-deps, about 340 MB) when
-    missing and `download`; checked by hash either way."""
+    """The pinned wheel: $VARLEN_VLLM_WHEEL, else in wheels_dir(), downloaded
+    there (pip download --no-deps, about 340 MB) when missing and `download`;
+    checked by hash either way."""
     if os.environ.get("VARLEN_VLLM_WHEEL"):
         path = Path(os.environ["VARLEN_VLLM_WHEEL"])
         if not path.is_file():
-            raise _engine_source.Unavailable(f"no vLLM wheel at {path}")
-        return str(_engine_source.fetch_wheel("vllm", VLLM_VERSION, "manylinux_2_28_x86_64",
-                                              path.parent, path.name, WHEEL_SHA256))
-    path = sd.wheels_dir() / WHEEL_NAME
+            raise engine_source.Unavailable(f"no vLLM wheel at {path}")
+        return str(engine_source.fetch_wheel("vllm", VLLM_VERSION, "manylinux_2_28_x86_64",
+                                             path.parent, path.name, WHEEL_SHA256))
+    path = engine_source.wheels_dir() / WHEEL_NAME
     if not path.is_file() and not download:
-        raise _engine_source.Unavailable(f"no vLLM wheel at {path}")
-    return str(_engine_source.fetch_wheel("vllm", VLLM_VERSION, "manylinux_2_28_x86_64",
-                                          path.parent, WHEEL_NAME, WHEEL_SHA256, "vllm-engine"))
+        raise engine_source.Unavailable(f"no vLLM wheel at {path}")
+    return str(engine_source.fetch_wheel("vllm", VLLM_VERSION, "manylinux_2_28_x86_64",
+                                         path.parent, WHEEL_NAME, WHEEL_SHA256, "vllm-engine"))
 
 
 # --- device tensors ---------------------------------------------------------------------
@@ -130,15 +166,14 @@ def wheel_path(download: bool = True) -> str:
 _OP_NAMESPACES = ("vllm", "_vllm_fa2_C", "_vllm_fa3_C")
 
 
-class _Device(types.SimpleNamespace):
-    """sglang_differential's device stand-in, with vLLM's custom ops passed through."""
-
-
 @functools.lru_cache(maxsize=None)
-def device() -> _Device:
-    """One set of device classes per process: the registered ops re-enter its mode."""
-    DeviceTensor, DeviceMode, is_device, plain = sd._device_classes(_OP_NAMESPACES)
-    return _Device(DeviceTensor=DeviceTensor, Mode=DeviceMode, is_device=is_device, plain=plain)
+def device() -> stand_ins.Device:
+    """One set of device stand-ins per process, with vLLM's custom ops passed
+    through (the registered ops re-enter its mode) and device tensors written
+    as CUDA tensors are (the dispatcher's messages quote them)."""
+    d = stand_ins.device_classes(_OP_NAMESPACES)
+    d.DeviceTensor.__repr__ = stand_ins.cuda_repr
+    return d
 
 
 def _under_device_mode(op_func: Callable) -> Callable:
@@ -149,7 +184,7 @@ def _under_device_mode(op_func: Callable) -> Callable:
     @functools.wraps(op_func)
     def kernel(*args, **kwargs):
         try:
-            sd._LEDGER.get()
+            stand_ins.LEDGER.get()
         except LookupError:  # not inside a counted call
             return op_func(*args, **kwargs)
         with device().Mode():
@@ -161,13 +196,6 @@ def _under_device_mode(op_func: Callable) -> Callable:
 # --- the kernels, as capture shims -------------------------------------------------------
 
 
-def _output(q, v, out=None):
-    torch = sd._torch()
-    if out is not None:
-        return out
-    return torch.zeros(q.shape[0], q.shape[1], v.shape[-1], dtype=q.dtype, device=q.device)
-
-
 def _recorded(name: str, kernel: Callable) -> Callable:
     """`kernel`, with the arguments of each call recorded by name first."""
     signature = inspect.signature(kernel)
@@ -176,16 +204,16 @@ def _recorded(name: str, kernel: Callable) -> Callable:
     def recorded(*args, **kwargs):
         bound = signature.bind(*args, **kwargs)
         bound.apply_defaults()
-        sd._record(name, **bound.arguments)
+        record(name, **bound.arguments)
         return kernel(*args, **kwargs)
 
     return recorded
 
 
 def cudnn_batch_prefill_with_kv_cache(q, k_cache, v_cache, scale, workspace_buffer, **kwargs):
-    sd._record("cudnn_batch_prefill_with_kv_cache", q=q, k=k_cache, v=v_cache, scale=scale,
+    record("cudnn_batch_prefill_with_kv_cache", q=q, k=k_cache, v=v_cache, scale=scale,
                workspace_buffer=workspace_buffer, **kwargs)
-    return _output(q, v_cache, kwargs.get("out")), None
+    return output_like(q, v_cache, kwargs.get("out")), None
 
 
 # --- the stand-in vllm tree --------------------------------------------------------------
@@ -283,7 +311,7 @@ def _backend_enum(registry_source: str):
                        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
                        and isinstance(stmt.targets[0], ast.Name)]
             return Enum("AttentionBackendEnum", members)
-    raise _engine_source.Unavailable(f"{REGISTRY_FILE} defines no AttentionBackendEnum")
+    raise engine_source.Unavailable(f"{REGISTRY_FILE} defines no AttentionBackendEnum")
 
 
 class _TorchView(types.ModuleType):
@@ -304,10 +332,10 @@ class VllmCode:
     in torch's process-wide "vllm" library)."""
 
     def __init__(self, wheel: str):
-        torch = sd._torch()
+        torch = torch_module()
         self.wheel = wheel
-        sources = {member: _engine_source.read_member(wheel, member, sha,
-                                                      f"the vLLM {VLLM_VERSION} code")
+        sources = {member: engine_source.read_member(wheel, member, sha,
+                                                     f"the vLLM {VLLM_VERSION} code")
                    for member, sha in SOURCE_SHA256.items()}
         self.AttentionBackendEnum = _backend_enum(sources[REGISTRY_FILE])
         platform = _Platform()
@@ -321,7 +349,7 @@ class VllmCode:
 
         module("vllm.platforms", current_platform=platform)
         # The wheel's own direct_register_custom_op and vllm_lib, extracted.
-        utils = _engine_source.load_module(
+        utils = engine_source.load_module(
             "varlen_vllm_torch_utils", sources[TORCH_UTILS_FILE],
             f"{wheel}/{TORCH_UTILS_FILE}", ("direct_register_custom_op", "vllm_lib"), {},
             ("collections.abc", "typing", "torch", "torch.library"),
@@ -403,8 +431,8 @@ class VllmCode:
             m.__builtins__ = dict(vars(builtins), __import__=stubbed_import)
             sys.modules[name] = m
             try:
-                _engine_source.compile_into(m, sources[member], ast.parse(sources[member], m.__file__),
-                                            m.__file__)
+                engine_source.compile_into(m, sources[member],
+                                           ast.parse(sources[member], m.__file__), m.__file__)
             except BaseException:
                 del sys.modules[name]
                 raise
@@ -434,7 +462,7 @@ class VllmCode:
         """MMEncoderAttention(num_heads, head_size, scale=, num_kv_heads=) for `profile`."""
         if profile not in PROFILES:
             raise ValueError(f"profile {profile!r} is not one of {', '.join(PROFILES)}")
-        token = _SETTINGS.set(PROFILES[profile])
+        token = _SETTINGS.set(BACKEND_SETTINGS[profile])
         try:
             return self.layer.MMEncoderAttention(num_heads, head_size, scale=scale,
                                                  num_kv_heads=num_kv_heads)
@@ -472,62 +500,198 @@ class VllmEngine:
         self.code = load(wheel)
         self.device = device()
 
-    def _materialize(self, d: dict):
-        torch = sd._torch()
-        tensors: Dict[int, Any] = {}
-
-        def tensor(t):
-            key = t["id"]
-            if key not in tensors:
-                host = sd.host_copy(t["__tensor__"])
-                tensors[key] = (host.as_subclass(self.device.DeviceTensor)
-                                if t["device"] == "cuda" else host)
-            return tensors[key]
-
-        def value(v):
-            if isinstance(v, dict) and "__tensor__" in v:
-                return tensor(v)
-            if isinstance(v, dict) and "__cache__" in v:
-                return SingletonCache(None if v["__cache__"] is None else tensor(v["__cache__"]))
-            if isinstance(v, list):
-                return [value(item) for item in v]
-            if isinstance(v, dict):
-                return {key: value(item) for key, item in v.items()}
-            return v
-
-        return tensor, value
-
-    def call(self, d: dict) -> sd.Observation:
+    def call(self, d: dict) -> Observation:
         """What MMEncoderAttention did with call `d`: layer(q, k, v,
         cu_seqlens=..., **kwargs), constructed from d["vllm_layer"] for
-        d["profile"]."""
-        tensor, value = self._materialize(d)
-        q, k, v = tensor(d["q"]), tensor(d["k"]), tensor(d["v"])
-        kwargs = {key: value(item) for key, item in d["kwargs"].items()}
+        d["profile"]. The observation holds the layer's output (a device
+        tensor where q is one, or None) and the call's tensors by id."""
+        m = stand_ins.Materialized(self.device, SingletonCache)
+        q, k, v = m.tensor(d["q"]), m.tensor(d["k"]), m.tensor(d["v"])
+        kwargs = {key: m.value(item) for key, item in d["kwargs"].items()}
         # cu_seqlens=None is the default: leaving it out is the same call.
-        named = {} if d.get("cu_seqlens") is None else {"cu_seqlens": value(d["cu_seqlens"])}
+        named = {} if d.get("cu_seqlens") is None else {"cu_seqlens": m.value(d["cu_seqlens"])}
         if d.get("forward_metadata") is not None:
-            kwargs["forward_metadata"] = value(d["forward_metadata"])
+            kwargs["forward_metadata"] = m.value(d["forward_metadata"])
         spec = d["vllm_layer"]
-        ledger, capture = sd.Ledger(), sd.Capture()
-        tokens = (sd._LEDGER.set(ledger), sd._CAPTURE.set(capture),
-                  _CAPTURING.set(bool(d.get("capturing", False))))
         raised = output = None
+        token = _CAPTURING.set(bool(d.get("capturing", False)))
         try:
-            with self.device.Mode():
-                layer = self.code.construct(d["profile"], int(spec["num_heads"]),
-                                            int(spec["head_size"]), scale=spec.get("scale"),
-                                            num_kv_heads=spec.get("num_kv_heads"))
-                output = layer(q, k, v, **named, **kwargs)
-        except Exception as e:  # the engine's exception is the observation
-            raised = (type(e).__name__, str(e))
+            with stand_ins.observing() as (ledger, capture), self.device.Mode():
+                try:
+                    layer = self.code.construct(d["profile"], int(spec["num_heads"]),
+                                                int(spec["head_size"]), scale=spec.get("scale"),
+                                                num_kv_heads=spec.get("num_kv_heads"))
+                    output = layer(q, k, v, **named, **kwargs)
+                except Exception as e:  # the engine's exception is the observation
+                    raised = (type(e).__name__, str(e))
         finally:
-            _CAPTURING.reset(tokens[2])
-            sd._CAPTURE.reset(tokens[1])
-            sd._LEDGER.reset(tokens[0])
-        seen = sd.Observation(raised, capture, ledger, {**named, **kwargs}, tuple(q.shape))
-        seen.output = output  # the layer's result (a device tensor where q is one), or None
-        return seen
+            _CAPTURING.reset(token)
+        return Observation(raised, capture, ledger, {**named, **kwargs}, tuple(q.shape),
+                           m.tensors, output)
+
+
+# --- comparing ---------------------------------------------------------------------------
+
+
+def _strides_agree(predicted, shape, observed) -> bool:
+    """The same strides on every dimension of more than one element."""
+    if predicted is None or len(predicted) != len(observed):
+        return False
+    return all(p == o for p, o, n in zip(predicted, observed, shape) if n > 1)
+
+
+# The tolerance of TORCH_SDPA's output against the float64 reference, as a
+# fraction of the largest |v| (torch's CPU kernels accumulate in float32).
+_SDPA_TOLERANCE = {"torch.float64": 1e-10, "torch.float32": 2e-5, "torch.float16": 4e-3,
+                   "torch.bfloat16": 3e-2}
+
+
+class Comparer(compare.Comparer):
+    """The kernel arguments of vLLM's backends, and TORCH_SDPA's output."""
+
+    def __init__(self, engine: VllmEngine):
+        super().__init__(engine.device)
+
+    def _strides(self, resolved, a) -> List[Tuple[str, Any, Any]]:
+        predicted = resolved.get("qkv_strides")
+        if predicted is None:
+            return []
+        out = []
+        for name, want, t in zip("qkv", predicted, (a["q"], a["k"], a["v"])):
+            if t.numel() == 0:  # no element is read: any strides will do
+                continue
+            seen = list(t.stride())
+            if not _strides_agree(want, list(t.shape), seen):
+                out.append((f"{name} strides", want, seen))
+        return out
+
+    def argument_differences(self, d: dict, resolved: dict,
+                             seen: Observation) -> List[Difference]:
+        profile = d["profile"]
+        capture = seen.capture
+        a = capture.args
+        pairs: List[Tuple[str, Any, Any]] = []
+        loose: List[Tuple[str, Any, Any]] = []  # compared as numbers (the scale)
+        if profile == "TORCH_SDPA":
+            if capture.kernel is not None:
+                return [("kernel", "torch's SDPA", capture.kernel)]
+            return self._sdpa_output(d, resolved, seen)
+        want_kernel = {"TRITON_ATTN": "context_attention_fwd",
+                       "FLASHINFER": "cudnn_batch_prefill_with_kv_cache"}.get(
+                           profile, "flash_attn_varlen_func")
+        if capture.kernel != want_kernel:
+            return [("kernel", want_kernel, str(capture.kernel))]
+        if profile.startswith("FLASH_ATTN"):
+            if a["cu_seqlens_k"] is not a["cu_seqlens_q"] or \
+                    a["max_seqlen_k"] is not a["max_seqlen_q"]:
+                pairs.append(("q and k arguments", "the same objects", "different objects"))
+            pairs += [("cu_seqlens", resolved["cu_seqlens"], self.as_json(a["cu_seqlens_q"])),
+                      ("max_seqlen", resolved["max_seqlen"], a["max_seqlen_q"]),
+                      ("fa_version", resolved.get("fa_version"), a.get("fa_version"))]
+            loose.append(("scale", resolved["scale"], a["softmax_scale"]))
+        elif profile == "TRITON_ATTN":
+            pairs += [("b_start_loc", resolved["b_start_loc"], self.as_json(a["b_start_loc"])),
+                      ("b_seq_len", resolved["b_seq_len"], self.as_json(a["b_seq_len"])),
+                      ("max_input_len", resolved["max_input_len"], a["max_input_len"]),
+                      ("output_from_workspace", resolved["output_from_workspace"], False)]
+            loose.append(("scale", resolved["scale"], a["softmax_scale"]))
+        elif profile == "FLASHINFER":
+            if a["actual_seq_lens_kv"] is not a["actual_seq_lens_q"]:
+                pairs.append(("actual_seq_lens_kv", "actual_seq_lens_q", "another tensor"))
+            output = seen.output
+            pairs += compare.cudnn_prefill_pairs(self.as_json, resolved, a)
+            pairs.append(("output_4d", resolved["output_4d"],
+                          output is not None and output.dim() == 4))
+            loose.append(("scale", resolved["scale"], a["scale"]))
+        pairs += self._strides(resolved, a)
+        out = [(name, compare.text(p), compare.text(o)) for name, p, o in pairs
+               if not compare.same_value(p, o)]
+        out += [(name, compare.text(p), compare.text(o)) for name, p, o in loose
+                if not compare.same_number(p, o)]
+        return out
+
+    def _sdpa_output(self, d, resolved, seen: Observation):
+        """vLLM's output against softmax(q k^T * scale) v in float64 over each
+        predicted block of each item."""
+        torch = torch_module()
+        output = seen.output
+        layer = d["vllm_layer"]
+        heads, head_size = int(layer["num_heads"]), int(layer["head_size"])
+        kv_heads = int(layer["num_kv_heads"] if layer.get("num_kv_heads") is not None else heads)
+        q, k, v = (self.device.plain(seen.tensors[d[n]["id"]]) for n in ("q", "k", "v"))
+        bsz, s = int(q.shape[0]), int(q.shape[1])
+        if output is None:
+            return [("output", "a tensor", "None")]
+        got = self.device.plain(output)
+        if got.numel() != bsz * s * heads * head_size:
+            return [("output shape", f"[{bsz}, {s}, {heads}, {head_size}]",
+                     str(list(got.shape)))]
+        q4, k4, v4 = (x.reshape(bsz, -1, h, head_size).double()
+                      for x, h in ((q, heads), (k, kv_heads), (v, kv_heads)))
+        want = torch.zeros(bsz, s, heads, head_size, dtype=torch.float64)
+        blocks = resolved.get("blocks") if resolved.get("mask") == "block_diagonal" else [[0, s]]
+        scale = float(resolved["scale"])
+        group = heads // kv_heads
+        for item in range(bsz):
+            for start, end in blocks:
+                if end <= start:
+                    continue
+                qb = q4[item, start:end]
+                kb = k4[item, start:end].repeat_interleave(group, dim=1)
+                vb = v4[item, start:end].repeat_interleave(group, dim=1)
+                scores = torch.einsum("shd,thd->hst", qb, kb) * scale
+                want[item, start:end] = torch.einsum("hst,thd->shd", scores.softmax(-1), vb)
+        got = got.reshape(bsz, s, heads, head_size).double()
+        bound = _SDPA_TOLERANCE.get(str(q.dtype), 3e-2) * max(1.0, float(v4.abs().max())
+                                                               if v4.numel() else 1.0)
+        finite = torch.isfinite(want)
+        if not torch.equal(finite, torch.isfinite(got)):
+            return [("output", "finite where the reference is", "non-finite values elsewhere")]
+        error = float((got[finite] - want[finite]).abs().max()) if finite.any() else 0.0
+        if error > bound:
+            return [("output", f"within {bound:.3g} of the float64 reference",
+                     f"max error {error:.3g}")]
+        return []
+
+
+# The keywords of SGLang's backends that MMEncoderAttention does not take: a
+# generated call carries each about half the time, and forward_cuda refuses
+# it before anything else is read.
+SGLANG_KEYWORDS = ("output_ws", "softmax_scale")
+
+
+def drop_sglang_keywords(text: str) -> str:
+    """The case with SGLang's keywords and forward_metadata taken out of its
+    call, so that the rest of it reaches the op."""
+    c = json.loads(text)
+    call = c["call"]
+    call["kwargs"] = {k: v for k, v in call.get("kwargs", {}).items() if k not in SGLANG_KEYWORDS}
+    call["forward_metadata"] = None
+    c["name"] = c["name"] + "-vllm-keywords"
+    return json.dumps(c)
+
+
+def judge(version: str = VLLM_VERSION) -> Judge:
+    """vLLM `version` (the modelled one) ready to be compared."""
+    if version != VLLM_VERSION:
+        raise ValueError(f"vLLM {version} is not modelled (modelled: {VLLM_VERSION})")
+    engine = VllmEngine()
+    return Judge(engine, Comparer(engine), version, VLLM_VERSION, Path(engine.code.wheel).name)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--vllm-keywords-only", action="store_true",
+                        help="drop SGLang's keywords (output_ws, softmax_scale) and "
+                             "forward_metadata from each generated call, so that it reaches "
+                             "the op")
+
+
+def case_filter(args: argparse.Namespace) -> Optional[Callable[[str], str]]:
+    """What --vllm-keywords-only does to each case, and how the report says so."""
+    return drop_sglang_keywords if args.vllm_keywords_only else None
+
+
+CASE_FILTER_NOTE = "SGLang's keywords dropped from each call"
 
 
 # --- the messages the model must reproduce ---------------------------------------------
