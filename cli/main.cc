@@ -38,8 +38,8 @@
 #include "varlen/cases/executor.h"
 #include "varlen/cases/npy.h"
 #include "varlen/cases/report.h"
-#include "varlen/contract/sglang_version.h"
-#include "varlen/contract/vllm_version.h"
+#include "varlen/contract/sglang/version.h"
+#include "varlen/contract/vllm/version.h"
 #include "varlen/core/status.h"
 #include "varlen/run/isolation.h"
 #include "varlen/run/shard.h"
@@ -294,7 +294,7 @@ std::string CapabilitiesText(const BackendCapabilities& caps) {
   for (DType d : caps.input_dtypes) dtypes.emplace_back(DTypeName(d));
   // The profiles it consumes, per engine.
   std::vector<std::string> engines;
-  for (Engine engine : {Engine::kSglang, Engine::kVllm}) {
+  for (Engine engine : AllEngines()) {
     std::vector<std::string> names;
     for (Profile p : ProfilesOf(engine)) {
       if (caps.profiles.empty() ||
@@ -437,20 +437,20 @@ int Repro(const std::vector<std::string>& paths) {
   }
 
   // --sglang: a version for every case, or "all" for the triage view.
+  // --sglang, --vllm: a version for every case of that engine.
   const std::string sglang = absl::GetFlag(FLAGS_sglang);
   const bool compare_versions = sglang == "all";
-  if (!sglang.empty() && !compare_versions) {
-    absl::StatusOr<SglangVersion> version = ParseSglangVersion(sglang);
-    if (!version.ok()) return UsageError(absl::StrCat("--sglang: ", version.status().message()));
-    for (Case& c : cases) {
-      if (c.engine() == Engine::kSglang) c.sglang = *version;
+  const std::pair<Engine, std::string> version_flags[] = {
+      {Engine::kSglang, compare_versions ? "" : sglang},
+      {Engine::kVllm, absl::GetFlag(FLAGS_vllm)}};
+  for (const auto& [engine, name] : version_flags) {
+    if (name.empty()) continue;
+    absl::StatusOr<EngineVersion> version = EngineVersion::Parse(engine, name);
+    if (!version.ok()) {
+      return UsageError(absl::StrCat("--", EngineName(engine), ": ", version.status().message()));
     }
-  }
-  if (const std::string vllm = absl::GetFlag(FLAGS_vllm); !vllm.empty()) {
-    absl::StatusOr<VllmVersion> version = ParseVllmVersion(vllm);
-    if (!version.ok()) return UsageError(absl::StrCat("--vllm: ", version.status().message()));
     for (Case& c : cases) {
-      if (c.engine() == Engine::kVllm) c.vllm = *version;
+      if (c.engine() == engine) c.version = *version;
     }
   }
   // --engine: the counterpart calls, or "all" for the triage view.
@@ -559,19 +559,21 @@ int Repro(const std::vector<std::string>& paths) {
         }
       }
       if (compare_versions) {
-        // The same case under every modelled version, oldest first.
+        // The same case under every modelled version of its engine, oldest
+        // first.
         std::optional<Outcome> before;
-        SglangVersion before_version = ModelledSglangVersions().front();
-        for (SglangVersion version : ModelledSglangVersions()) {
+        const std::vector<EngineVersion> versions = EngineVersion::Modelled(cases[i].engine());
+        EngineVersion before_version = versions.front();
+        for (EngineVersion version : versions) {
           Case under = cases[i];
-          under.sglang = version;
+          under.version = version;
           Outcome after = RunCase(under, *backend);
           if (before.has_value()) {
             const VersionDifference d = CompareVersions(*before, before_version, after, version);
             if (!d.summary.empty()) {
               differs = true;
-              const std::string from(SglangVersionName(before_version));
-              const std::string to(SglangVersionName(version));
+              const std::string from(before_version.name());
+              const std::string to(version.name());
               if (json) {
                 differences.push_back({{"case", cases[i].name},
                                        {"backend", backend->name()},
@@ -601,15 +603,16 @@ int Repro(const std::vector<std::string>& paths) {
                    backends.size() == 1 ? " backend: " : " backends: ", passed, " passed, ", failed,
                    " failed, ", unsupported, " unsupported (", resolution_only, " resolution only)",
                    times > 1 ? absl::StrCat(", ", flaky, " flaky in ", times, " runs each") : "");
-  std::vector<std::string> version_names;
-  for (SglangVersion version : ModelledSglangVersions()) {
-    version_names.emplace_back(SglangVersionName(version));
+  std::vector<absl::string_view> version_names;
+  for (EngineVersion version : EngineVersion::Modelled(Engine::kSglang)) {
+    version_names.push_back(version.name());
   }
   const std::string versions_summary = absl::StrCat(
       differing_cases, " of ", cases.size(), cases.size() == 1 ? " case differs" : " cases differ",
       " between the modelled SGLang versions (", absl::StrJoin(version_names, ", "), ")");
   if (json) {
-    nlohmann::ordered_json doc = {{"results", results},
+    nlohmann::ordered_json doc = {{"schema", kOutcomeJsonSchema},
+                                  {"results", results},
                                   {"summary",
                                    {{"cases", cases.size()},
                                     {"backends", backends.size()},

@@ -233,7 +233,7 @@ std::string CheckGraphSafety(const Backend& backend, const Case& generated, Prop
   if (backend.call_level() || c.engine() == Engine::kVllm) modes.clear();
   const bool sglang_syncs =
       profile == Profile::kFlashinferCudnn ||
-      (profile == Profile::kXpuAttn && !BehaviorOf(c.sglang_version()).xpu_reads_metadata);
+      (profile == Profile::kXpuAttn && !BehaviorOf(c.engine_version().sglang()).xpu_reads_metadata);
   if (!sglang_syncs) modes.push_back(Mode::kFaithful);
   std::shared_ptr<const Reference> reference;
   for (const Mode mode : modes) {

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "varlen/cases/case_json.h"
 #include "varlen/cases/limits.h"
-#include "varlen/contract/metadata.h"
+#include "varlen/contract/sglang/metadata.h"
 
 namespace varlen {
 namespace {
@@ -121,8 +121,8 @@ void MakeVllmCall(Case* c) {
   // MMEncoderAttention has one head_size: a v of another one (viewed into
   // an error, except by FLASHINFER, which passes it on) now and then.
   if (*rc::gen::inRange(0, 4) != 0) c->geometry.head_dim_v = c->geometry.head_dim;
-  c->sglang.reset();
-  if (*rc::gen::arbitrary<bool>()) c->vllm = kLatestVllmVersion;
+  c->version.reset();
+  if (*rc::gen::arbitrary<bool>()) c->version = EngineVersion::Latest(Engine::kVllm);
   call.entry = Entry::kDirect;
   call.graph_mode = false;
   call.rotary = false;
@@ -271,8 +271,7 @@ rc::Gen<Case> GenCaseOf(const GeometryLimits& limits, std::optional<Profile> fix
       call.rotary = call.entry == Entry::kLayer && *rc::gen::arbitrary<bool>();
     }
     if (*rc::gen::arbitrary<bool>()) {
-      c.sglang = *rc::gen::elementOf(std::vector<SglangVersion>(ModelledSglangVersions().begin(),
-                                                                ModelledSglangVersions().end()));
+      c.version = *rc::gen::elementOf(EngineVersion::Modelled(Engine::kSglang));
     }
     if (call.entry == Entry::kDirect && *rc::gen::inRange(0, 4) == 0) {
       call.bsz = *rc::gen::inRange<int64_t>(1, 4);
@@ -347,8 +346,7 @@ void DrawForwardCall(const BackendCapabilities& caps,
     c->data.distribution = Distribution::kNormal;
   }
   c->mode = *rc::gen::element(Mode::kFaithful, Mode::kHardened);
-  c->sglang = *rc::gen::elementOf(
-      std::vector<SglangVersion>(ModelledSglangVersions().begin(), ModelledSglangVersions().end()));
+  c->version = *rc::gen::elementOf(EngineVersion::Modelled(Engine::kSglang));
 
   std::vector<Profile> profiles = ForwardProfiles(caps);
   std::erase_if(profiles, [&](Profile p) { return !ProfileCanCarry(p, g); });
@@ -358,7 +356,7 @@ void DrawForwardCall(const BackendCapabilities& caps,
   const Entry entry =
       g.total_tokens() > 0 && *rc::gen::arbitrary<bool>() ? Entry::kLayer : Entry::kDirect;
   SetCorrectCall(c, profile, prepared, entry);
-  if (EngineOf(profile) == Engine::kVllm) c->sglang.reset();
+  if (EngineOf(profile) != Engine::kSglang) c->version.reset();
   if (caps.strided_inputs && ProfileTakesFusedQkv(profile, g) && *rc::gen::inRange(0, 3) == 0) {
     c->call.layout =
         EngineOf(profile) == Engine::kVllm ? QLayout::kBatchedFusedQkv : QLayout::kFusedQkv;

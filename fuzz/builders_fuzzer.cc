@@ -21,7 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "fuzzer/FuzzedDataProvider.h"
 #include "varlen/cases/correct_call.h"
-#include "varlen/contract/metadata.h"
+#include "varlen/contract/sglang/metadata.h"
 #include "violation.h"
 
 namespace {

@@ -71,8 +71,8 @@ class Decoder {
     c.name = "decoded";
     c.source = "fuzz: decoded bytes";
     c.mode = in_.ConsumeBool() ? Mode::kHardened : Mode::kFaithful;
-    const absl::Span<const SglangVersion> versions = ModelledSglangVersions();
-    c.sglang = versions[in_.ConsumeIntegralInRange<size_t>(0, versions.size() - 1)];
+    const std::vector<EngineVersion> versions = EngineVersion::Modelled(Engine::kSglang);
+    c.version = versions[in_.ConsumeIntegralInRange<size_t>(0, versions.size() - 1)];
     c.geometry = DecodeGeometry();
     c.data.seed = in_.ConsumeIntegral<uint16_t>();
     c.data.distribution = static_cast<Distribution>(
@@ -88,9 +88,8 @@ class Decoder {
     const absl::Span<const Profile> profiles = ProfilesOf(engine);
     const Profile profile = profiles[in_.ConsumeIntegralInRange<size_t>(0, profiles.size() - 1)];
     if (engine == Engine::kVllm) {
-      const absl::Span<const VllmVersion> vllm_versions = ModelledVllmVersions();
-      c.sglang.reset();
-      c.vllm = vllm_versions[in_.ConsumeIntegralInRange<size_t>(0, vllm_versions.size() - 1)];
+      const std::vector<EngineVersion> vllm_versions = EngineVersion::Modelled(Engine::kVllm);
+      c.version = vllm_versions[in_.ConsumeIntegralInRange<size_t>(0, vllm_versions.size() - 1)];
       // MMEncoderAttention has one head_size: a v of another one is viewed
       // into an error, except by FLASHINFER, which passes it on; drawn now
       // and then.

@@ -67,8 +67,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
             : profiles.front();
 
     varlen::Case c = wild;
-    c.sglang.reset();  // older versions' modelled bugs corrupt even correct calls
-    c.vllm.reset();    // the latest, whichever engine the profile is
+    // The latest, whichever engine the profile is: older versions' modelled
+    // bugs corrupt even correct calls.
+    c.version.reset();
     // The layer passes its own scale; a custom one goes in a direct call.
     const bool layer = wild.call.entry == varlen::Entry::kLayer &&
                        !wild.geometry.softmax_scale.has_value() && wild.geometry.total_tokens() > 0;

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "flash_attention.h"
 #include "mutants.h"
-#include "varlen/contract/metadata.h"
+#include "varlen/contract/sglang/metadata.h"
 
 namespace varlen {
 namespace {

@@ -75,4 +75,11 @@ absl::Status SupportsProfile(const Backend& backend, Profile profile) {
                                                ProfileName(profile)));
 }
 
+EngineVersion EngineVersionOfBackend(const Backend& backend, Profile profile) {
+  const std::optional<EngineVersion> version = backend.engine_version();
+  return version.has_value() && version->engine() == EngineOf(profile)
+             ? *version
+             : EngineVersion::Latest(EngineOf(profile));
+}
+
 }  // namespace varlen

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "absl/types/span.h"
 #include "varlen/cases/limits.h"
 
 namespace varlen {
@@ -78,7 +79,7 @@ absl::StatusOr<T> WithPath(absl::StatusOr<T> parsed, absl::string_view path) {
 class ObjectReader {
  public:
   static absl::StatusOr<ObjectReader> Open(const json& j, std::string path,
-                                           std::initializer_list<absl::string_view> allowed) {
+                                           absl::Span<const absl::string_view> allowed) {
     if (!j.is_object()) return Expected(path, "an object", j);
     ObjectReader reader(j, std::move(path));
     VARLEN_RETURN_IF_ERROR(reader.OnlyKeys(allowed));
@@ -89,7 +90,7 @@ class ObjectReader {
   std::string Path(absl::string_view key) const { return absl::StrCat(path_, ".", key); }
 
   // Narrows the allowed keys further (an error names the first other key).
-  absl::Status OnlyKeys(std::initializer_list<absl::string_view> allowed) const {
+  absl::Status OnlyKeys(absl::Span<const absl::string_view> allowed) const {
     for (auto it = j_.begin(); it != j_.end(); ++it) {
       if (std::find(allowed.begin(), allowed.end(), it.key()) == allowed.end()) {
         return PathError(
@@ -510,11 +511,12 @@ absl::StatusOr<Expectation> ReadExpectation(const json& j, const std::string& pa
 }
 
 absl::StatusOr<Case> ReadCase(const json& j) {
-  VARLEN_ASSIGN_OR_RETURN(
-      ObjectReader r,
-      ObjectReader::Open(j, "$",
-                         {"name", "source", "description", "engine", "sglang", "vllm", "mode",
-                          "geometry", "data", "call", "warmup", "expect"}));
+  std::vector<absl::string_view> keys = {"name", "source", "description", "engine"};
+  for (Engine engine : AllEngines()) keys.push_back(EngineName(engine));  // its version
+  for (absl::string_view key : {"mode", "geometry", "data", "call", "warmup", "expect"}) {
+    keys.push_back(key);
+  }
+  VARLEN_ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Open(j, "$", keys));
   Case c;
   VARLEN_ASSIGN_OR_RETURN(const json* name, r.Required("name"));
   VARLEN_ASSIGN_OR_RETURN(c.name, ReadString(*name, r.Path("name")));
@@ -525,19 +527,18 @@ absl::StatusOr<Case> ReadCase(const json& j) {
   }
   Engine engine = Engine::kSglang;
   VARLEN_RETURN_IF_ERROR(ReadEnum(r, "engine", false, &ParseEngine, &engine));
-  if (const json* sglang = r.Optional("sglang")) {
-    if (engine != Engine::kSglang) {
-      return PathError(r.Path("sglang"), "an SGLang version names the engine of an sglang case");
+  // The version's key is its engine's name, and names the case's engine.
+  for (Engine other : AllEngines()) {
+    const EngineModel& model = ModelOf(other);
+    const json* version = r.Optional(model.name);
+    if (version == nullptr) continue;
+    const std::string path = r.Path(model.name);
+    if (other != engine) {
+      return PathError(path, absl::StrCat("a version of ", model.title, " needs \"engine\": \"",
+                                          model.name, "\""));
     }
-    VARLEN_ASSIGN_OR_RETURN(std::string version, ReadString(*sglang, r.Path("sglang")));
-    VARLEN_ASSIGN_OR_RETURN(c.sglang, WithPath(ParseSglangVersion(version), r.Path("sglang")));
-  }
-  if (const json* vllm = r.Optional("vllm")) {
-    if (engine != Engine::kVllm) {
-      return PathError(r.Path("vllm"), "a vLLM version needs \"engine\": \"vllm\"");
-    }
-    VARLEN_ASSIGN_OR_RETURN(std::string version, ReadString(*vllm, r.Path("vllm")));
-    VARLEN_ASSIGN_OR_RETURN(c.vllm, WithPath(ParseVllmVersion(version), r.Path("vllm")));
+    VARLEN_ASSIGN_OR_RETURN(std::string spelled, ReadString(*version, path));
+    VARLEN_ASSIGN_OR_RETURN(c.version, WithPath(EngineVersion::Parse(engine, spelled), path));
   }
   VARLEN_RETURN_IF_ERROR(ReadEnum(r, "mode", true, &ParseMode, &c.mode));
   VARLEN_ASSIGN_OR_RETURN(const json* geometry, r.Required("geometry"));
@@ -1016,8 +1017,7 @@ json CaseToJson(const Case& c) {
 
   json j = {{"name", c.name}, {"source", c.source}, {"description", c.description}};
   if (c.engine() != Engine::kSglang) j["engine"] = EngineName(c.engine());
-  if (c.sglang.has_value()) j["sglang"] = SglangVersionName(*c.sglang);
-  if (c.vllm.has_value()) j["vllm"] = VllmVersionName(*c.vllm);
+  if (c.version.has_value()) j[std::string(EngineName(c.version->engine()))] = c.version->name();
   j["mode"] = ModeName(c.mode);
   j["geometry"] = geometry;
   j["data"] = {{"seed", c.data.seed}, {"distribution", DistributionName(c.data.distribution)}};

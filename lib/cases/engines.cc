@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "varlen/cases/case_json.h"
 #include "varlen/cases/correct_call.h"
-#include "varlen/contract/vllm_metadata.h"
+#include "varlen/contract/vllm/metadata.h"
 #include "varlen/core/status.h"
 
 namespace varlen {
@@ -73,8 +73,7 @@ absl::StatusOr<CounterpartCall> CounterpartCase(const Case& c) {
   t.name = absl::StrCat(c.name, ".", EngineName(EngineOf(*other)));
   t.expect.reset();
   t.warmup.clear();
-  t.sglang.reset();
-  t.vllm.reset();
+  t.version.reset();
   CallSpec& call = t.call;
   call.profile = *other;
   if (EngineOf(*other) == Engine::kVllm) {

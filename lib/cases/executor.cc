@@ -10,9 +10,9 @@
 #include "varlen/cases/case_json.h"
 #include "varlen/cases/limits.h"
 #include "varlen/cases/report.h"
-#include "varlen/contract/metadata.h"
 #include "varlen/contract/resolve.h"
-#include "varlen/contract/vllm_metadata.h"
+#include "varlen/contract/sglang/metadata.h"
+#include "varlen/contract/vllm/metadata.h"
 #include "varlen/core/device_ledger.h"
 
 namespace varlen {
@@ -129,8 +129,7 @@ AttentionCall MaterializeCall(const Case& c, const QkvTensors& qkv) {
   call.graph_mode = c.call.graph_mode;
   call.rotary = c.call.rotary;
   call.sdpa = c.call.sdpa;
-  call.sglang = c.sglang_version();
-  call.vllm = c.vllm_version();
+  call.version = c.engine_version();
   call.vllm_layer = {.num_heads = c.geometry.num_heads,
                      .head_size = c.geometry.head_dim,
                      .num_kv_heads = c.geometry.num_kv_heads,
@@ -517,7 +516,7 @@ void CaseRunner::ExecuteWholeCall(const Backend& backend, AttentionCall call, Ou
                      oracle_device_.status().message())));
   }
   const Profile profile = case_.call.profile;
-  if (EngineOf(profile) == Engine::kSglang) call.sglang = backend.engine_version();
+  call.version = EngineVersionOfBackend(backend, profile);
 
   // What faithful mode predicts: an error, or a launch whose exact output
   // matches the reference or not.

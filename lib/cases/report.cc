@@ -1,5 +1,6 @@
 #include "varlen/cases/report.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -238,13 +239,6 @@ ojson ResolvedArgsToJson(const ResolvedArgs& resolved) {
   return j;
 }
 
-// "SGLang 0.5.23", "vLLM 0.33.0".
-std::string EngineVersionText(const Case& c) {
-  return c.engine() == Engine::kVllm
-             ? absl::StrCat("vLLM ", VllmVersionName(c.vllm_version()))
-             : absl::StrCat("SGLang ", SglangVersionName(c.sglang_version()));
-}
-
 std::string DescribeCall(const CallSpec& call) {
   std::vector<std::string> parts;
   if (call.vllm_metadata.has_value()) {
@@ -275,14 +269,14 @@ std::string FormatOutcomeText(const Case& c, const std::string& origin, const Ou
   std::string text = absl::StrCat("case ", c.name, "  (", origin, ")\n");
   absl::StrAppend(&text, "  source:     ", c.source, "\n");
   if (!c.description.empty()) absl::StrAppend(&text, "  about:      ", c.description, "\n");
-  absl::StrAppend(&text, "  call:       ", ProfileName(c.call.profile), " ", ModeName(c.mode),
-                  c.mode == Mode::kFaithful ? absl::StrCat(" (", EngineVersionText(c), ")")
-                                            : " (version-independent)",
-                  ", ", EntryName(c.call.entry), c.call.graph_mode ? ", cuda-graph mode" : "",
-                  c.call.layout == QLayout::kPacked
-                      ? ""
-                      : absl::StrCat(", layout ", QLayoutName(c.call.layout)),
-                  c.call.rotary ? ", rotary" : "", ", backend ", o.backend, "\n");
+  absl::StrAppend(
+      &text, "  call:       ", ProfileName(c.call.profile), " ", ModeName(c.mode),
+      c.mode == Mode::kFaithful ? absl::StrCat(" (", c.engine_version().DisplayName(), ")")
+                                : " (version-independent)",
+      ", ", EntryName(c.call.entry), c.call.graph_mode ? ", cuda-graph mode" : "",
+      c.call.layout == QLayout::kPacked ? ""
+                                        : absl::StrCat(", layout ", QLayoutName(c.call.layout)),
+      c.call.rotary ? ", rotary" : "", ", backend ", o.backend, "\n");
   absl::StrAppend(&text, "  geometry:   seq_lens ",
                   c.geometry.seq_lens.size() > 16
                       ? absl::StrCat(c.geometry.seq_lens.size(), " sequences, ",
@@ -328,7 +322,7 @@ std::string FormatOutcomeText(const Case& c, const std::string& origin, const Ou
   if (!o.kernel.empty()) absl::StrAppend(&text, "  kernel:     ", o.kernel, "\n");
   if (o.engine.has_value()) {
     absl::StrAppend(&text, "  predicted:  ", o.engine->predicted, " (faithful mode, ",
-                    EngineVersionText(c), ")\n");
+                    c.engine_version().DisplayName(), ")\n");
     if (!o.engine->did.empty())
       absl::StrAppend(&text, "  engine:     forward ", o.engine->did, "\n");
     if (o.engine->device_events.has_value()) {
@@ -348,20 +342,60 @@ std::string FormatOutcomeText(const Case& c, const std::string& origin, const Ou
   return text;
 }
 
+namespace {
+
+ojson CountsToJson(const DeviceEventCounts& counts) {
+  return {{"host_syncs", counts.host_syncs},
+          {"host_to_device_copies", counts.host_to_device_copies},
+          {"device_to_host_copies", counts.device_to_host_copies},
+          {"casts", counts.casts}};
+}
+
+// Each event with what made it (the text report's indented lines).
+ojson EventsToJson(const std::vector<DeviceEvent>& events) {
+  ojson out = ojson::array();
+  for (const DeviceEvent& e : events) {
+    out.push_back({{"kind", DeviceEventKindName(e.kind)}, {"what", e.what}});
+  }
+  return out;
+}
+
+// A number, or the case format's spelling of infinity: JSON has none, and a
+// sequence with an unwritten or wrongly (non-)finite element has no finite
+// error to show.
+ojson ErrorToJson(double error) { return std::isinf(error) ? ojson("inf") : ojson(error); }
+
+}  // namespace
+
 ojson OutcomeToJson(const Case& c, const std::string& origin, const Outcome& o) {
-  ojson j = {{"case", c.name},
+  ojson j = {{"schema", kOutcomeJsonSchema},
+             {"case", c.name},
              {"file", origin},
              {"source", c.source},
+             {"description", c.description},
              {"backend", o.backend},
              {"mode", ModeName(c.mode)},
              {"engine", EngineName(c.engine())},
-             {c.engine() == Engine::kVllm ? "vllm" : "sglang",
-              c.engine() == Engine::kVllm ? VllmVersionName(c.vllm_version())
-                                          : SglangVersionName(c.sglang_version())},
+             {EngineName(c.engine()), c.engine_version().name()},
              {"profile", ProfileName(c.call.profile)},
+             {"call",
+              {{"entry", EntryName(c.call.entry)},
+               {"graph_mode", c.call.graph_mode},
+               {"layout", QLayoutName(c.call.layout)},
+               {"rotary", c.call.rotary},
+               {"passed", DescribeCall(c.call)}}},
+             {"geometry",
+              {{"seq_lens", c.geometry.seq_lens},
+               {"num_heads", c.geometry.num_heads},
+               {"num_kv_heads", c.geometry.num_kv_heads},
+               {"head_dim", c.geometry.head_dim},
+               {"head_dim_v", c.geometry.head_dim_v},
+               {"dtype", DTypeName(c.geometry.dtype)}}},
              {"observed", ObservedName(o.observed)},
+             {"outcome", ObservedText(o)},
              {"verdict", VerdictName(o.verdict)},
              {"mismatches", o.mismatches}};
+  if (c.expect.has_value() && !o.engine.has_value()) j["expected"] = ExpectationText(*c.expect);
   if (o.observed == Observed::kError) {
     j["error"] = {{"stage", o.error_stage}, {"text", FormatPythonError(o.error)}};
   }
@@ -373,24 +407,23 @@ ojson OutcomeToJson(const Case& c, const std::string& origin, const Outcome& o) 
   if (!o.resolution_only_reason.empty()) j["resolution_only"] = o.resolution_only_reason;
   if (o.observed == Observed::kUnsupported) j["unsupported"] = std::string(o.unsupported.message());
   if (!o.kernel_fault.ok()) j["kernel_fault"] = std::string(o.kernel_fault.message());
+  if (!o.kernel.empty()) j["kernel"] = o.kernel;
   if (o.engine.has_value()) {
-    j["engine"] = {{"predicted", o.engine->predicted},
-                   {"ground_truth_launch", o.engine->ground_truth_launch},
-                   {"forward", o.engine->did}};
+    j["engine_call"] = {{"predicted", o.engine->predicted},
+                        {"judged_against", c.engine_version().DisplayName()},
+                        {"ground_truth_launch", o.engine->ground_truth_launch},
+                        {"forward", o.engine->did}};
     if (o.engine->device_events.has_value()) {
-      const DeviceEventCounts& counts = *o.engine->device_events;
-      j["engine"]["observed_device_events"] = {
-          {"host_syncs", counts.host_syncs},
-          {"host_to_device_copies", counts.host_to_device_copies},
-          {"device_to_host_copies", counts.device_to_host_copies}};
+      j["engine_call"]["observed_device_events"] = CountsToJson(*o.engine->device_events);
     }
   }
+  if (!o.builder_events.empty()) {
+    j["builder_device_events"] = CountsToJson(CountDeviceEvents(o.builder_events));
+    j["builder_device_events"]["events"] = EventsToJson(o.builder_events);
+  }
   if (o.resolution.has_value()) {
-    const DeviceEventCounts counts = o.resolution->counts();
-    j["device_events"] = {{"host_syncs", counts.host_syncs},
-                          {"host_to_device_copies", counts.host_to_device_copies},
-                          {"device_to_host_copies", counts.device_to_host_copies},
-                          {"casts", counts.casts}};
+    j["device_events"] = CountsToJson(o.resolution->counts());
+    j["device_events"]["events"] = EventsToJson(o.resolution->events);
     j["notes"] = o.resolution->notes;
     j["unread_keywords"] = o.resolution->unread_keywords;
     if (o.resolution->args.has_value()) j["resolved"] = ResolvedArgsToJson(*o.resolution->args);
@@ -410,15 +443,30 @@ ojson OutcomeToJson(const Case& c, const std::string& origin, const Outcome& o) 
   }
   if (o.numerics.has_value()) {
     const NumericReport& n = *o.numerics;
+    ojson per_sequence = ojson::array();
+    for (size_t s = 0; s < n.per_sequence_max_error.size(); ++s) {
+      double worst = n.per_sequence_max_error[s];
+      for (int64_t h = 0; h < n.heads; ++h) {
+        const size_t cell = s * static_cast<size_t>(n.heads) + static_cast<size_t>(h);
+        if (cell < n.per_sequence_head_max_error.size()) {
+          worst = std::max(worst, n.per_sequence_head_max_error[cell]);
+        }
+      }
+      per_sequence.push_back(ErrorToJson(worst));
+    }
     j["numerics"] = {{"passed", n.passed},
+                     {"summary", SummarizeNumerics(n)},
+                     {"elements", n.elements},
                      {"max_abs_error", n.max_abs_error},
                      {"max_rel_error", n.max_rel_error},
                      {"bound", n.bound},
                      {"emulation_error", n.emulation_error},
                      {"logit_rounding", n.logit_rounding},
                      {"noise_floor", n.noise_floor},
+                     {"tolerance_factor", n.tolerance_factor},
                      {"unwritten", n.unwritten},
                      {"non_finite", n.non_finite},
+                     {"lost_non_finite", n.lost_non_finite},
                      {"worst",
                       {{"sequence", n.worst.sequence},
                        {"row", n.worst.row},
@@ -426,7 +474,7 @@ ojson OutcomeToJson(const Case& c, const std::string& origin, const Outcome& o) 
                        {"dim", n.worst.dim},
                        {"expected", n.worst.expected},
                        {"actual", n.worst.actual}}},
-                     {"per_sequence_max_error", n.per_sequence_max_error}};
+                     {"per_sequence_max_error", per_sequence}};
   }
   return j;
 }
@@ -501,13 +549,13 @@ std::string Compared(const Outcome& a, absl::string_view a_name, const Outcome& 
 
 }  // namespace
 
-VersionDifference CompareVersions(const Outcome& before, SglangVersion before_version,
-                                  const Outcome& after, SglangVersion after_version) {
+VersionDifference CompareVersions(const Outcome& before, EngineVersion before_version,
+                                  const Outcome& after, EngineVersion after_version) {
   VersionDifference difference;
   difference.fields = DifferingFields(before, after);
   if (difference.fields.empty()) return difference;
-  const std::string version(SglangVersionName(after_version));
-  difference.compared = Compared(before, SglangVersionName(before_version), after, version);
+  const std::string version(after_version.name());
+  difference.compared = Compared(before, before_version.name(), after, version);
   // A side without a forward run has no output to judge: its "success" may
   // hide a corruption, so no fix or regression is claimed across it.
   const bool judged_both =

@@ -31,10 +31,6 @@ absl::string_view NameOf(const std::array<std::pair<Enum, absl::string_view>, N>
   return "?";
 }
 
-constexpr std::array<std::pair<Engine, absl::string_view>, 2> kEngines = {{
-    {Engine::kSglang, "sglang"},
-    {Engine::kVllm, "vllm"},
-}};
 constexpr std::array<std::pair<Profile, absl::string_view>, 14> kProfiles = {{
     {Profile::kFlashinferCudnn, "flashinfer_cudnn"},
     {Profile::kFa3, "fa3"},
@@ -62,11 +58,6 @@ constexpr std::array<std::pair<Entry, absl::string_view>, 2> kEntries = {{
 
 }  // namespace
 
-absl::string_view EngineName(Engine engine) { return NameOf(kEngines, engine); }
-absl::StatusOr<Engine> ParseEngine(absl::string_view name) {
-  return ParseName(kEngines, "engine", name);
-}
-
 Engine EngineOf(Profile profile) {
   return static_cast<int>(profile) >= static_cast<int>(Profile::kVllmFlashAttnFa2)
              ? Engine::kVllm
@@ -82,18 +73,9 @@ absl::Span<const Profile> AllProfiles() {
   return *all;
 }
 
-absl::Span<const Engine> AllEngines() {
-  static constexpr std::array<Engine, kEngines.size()> kAll = [] {
-    std::array<Engine, kEngines.size()> engines{};
-    for (size_t i = 0; i < kEngines.size(); ++i) engines[i] = kEngines[i].first;
-    return engines;
-  }();
-  return kAll;
-}
-
 absl::Span<const Profile> ProfilesOf(Engine engine) {
   static const auto* const by_engine = [] {
-    auto* profiles = new std::array<std::vector<Profile>, kEngines.size()>;
+    auto* profiles = new std::vector<std::vector<Profile>>(AllEngines().size());
     for (const auto& [profile, name] : kProfiles) {
       (*profiles)[static_cast<size_t>(EngineOf(profile))].push_back(profile);
     }

@@ -166,7 +166,7 @@ DeviceEventCounts Resolution::counts() const { return CountDeviceEvents(events);
 AttentionCall BackendCallOf(const AttentionCall& call, Profile profile) {
   if (call.entry == Entry::kDirect || EngineOf(profile) == Engine::kVllm) return call;
   std::vector<std::string> notes;
-  AttentionCall seen = AsLayerSeesIt(call, profile, BehaviorOf(call.sglang), &notes);
+  AttentionCall seen = AsLayerSeesIt(call, profile, BehaviorOf(call.version.sglang()), &notes);
   seen.kwargs = BackendKwargs(seen);
   seen.entry = Entry::kDirect;
   return seen;
@@ -177,7 +177,7 @@ Resolution Resolve(const AttentionCall& call, Profile profile, Mode mode) {
   ScopedDeviceLedger ledger;
   // Hardened mode is version-independent: it follows the latest layer.
   const SglangBehavior& sglang =
-      BehaviorOf(mode == Mode::kHardened ? kLatestSglangVersion : call.sglang);
+      BehaviorOf(mode == Mode::kHardened ? kLatestSglangVersion : call.version.sglang());
   // vLLM's MMEncoderAttention is its only entry: it takes the caller's
   // arguments as they are, and the resolver says what the kernel receives.
   const bool vllm = EngineOf(profile) == Engine::kVllm;

@@ -13,7 +13,7 @@
 #include "varlen/contract/call.h"
 #include "varlen/contract/resolve.h"
 #include "varlen/contract/seqlens.h"
-#include "varlen/contract/sglang_version.h"
+#include "varlen/contract/sglang/version.h"
 
 namespace varlen::internal {
 

@@ -115,7 +115,7 @@ class IsolatedBackend final : public Backend {
     return backend_.ResolveCall(call, profile, mode);
   }
   bool call_level() const override { return backend_.call_level(); }
-  SglangVersion engine_version() const override { return backend_.engine_version(); }
+  std::optional<EngineVersion> engine_version() const override { return backend_.engine_version(); }
   // The worker makes the call again from its case; a call made by hand has
   // none, and runs here.
   absl::StatusOr<EngineCallResult> CallEngine(const AttentionCall& call,

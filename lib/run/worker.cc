@@ -28,7 +28,7 @@ absl::StatusOr<EngineCallResult> CallEngineOfCase(const Backend& backend,
   absl::StatusOr<AttentionCall> call = CallOfCase(*c, SynthesizeQkv(*c));
   if (!call.ok()) return call.status();
   const Profile profile = c->call.profile;
-  if (EngineOf(profile) == Engine::kSglang) call->sglang = backend.engine_version();
+  call->version = EngineVersionOfBackend(backend, profile);
   absl::StatusOr<EngineCallResult> result = backend.CallEngine(*call, profile);
   if (result.ok() && result->output.has_value() && !result->output->is_contiguous()) {
     return absl::InternalError("the backend's output is not contiguous");

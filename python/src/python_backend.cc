@@ -295,7 +295,7 @@ nb::dict DescribeCall(const AttentionCall& call, Profile profile) {
   d["profile"] = std::string(ProfileName(profile));
   const bool vllm = EngineOf(profile) == Engine::kVllm;
   d["engine"] = std::string(EngineName(EngineOf(profile)));
-  d["version"] = std::string(vllm ? VllmVersionName(call.vllm) : SglangVersionName(call.sglang));
+  d["version"] = std::string(call.version.name());
   if (vllm) {
     // MMEncoderAttention(num_heads, head_size, scale=..., num_kv_heads=...).
     nb::dict layer;

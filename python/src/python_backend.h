@@ -55,7 +55,7 @@ struct PythonBackendSpec {
   std::string description;
   BackendCapabilities capabilities;
   bool call_level = false;
-  SglangVersion engine_version = kLatestSglangVersion;
+  std::optional<EngineVersion> engine_version;  // call level: the engine's code it runs
 };
 
 class PythonBackend final : public Backend {
@@ -71,7 +71,7 @@ class PythonBackend final : public Backend {
   absl::Status Run(const VarlenAttentionParams& params) const override;
 
   bool call_level() const override { return spec_.call_level; }
-  SglangVersion engine_version() const override { return spec_.engine_version; }
+  std::optional<EngineVersion> engine_version() const override { return spec_.engine_version; }
   absl::StatusOr<EngineCallResult> CallEngine(const AttentionCall& call,
                                               Profile profile) const override;
 

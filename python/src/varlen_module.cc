@@ -131,17 +131,22 @@ NB_MODULE(_core, m) {
   m.def(
       "register_backend",
       [](const std::string& name, const std::string& description, const nb::dict& capabilities,
-         nb::object adapter, bool call_level, const std::string& version) {
+         nb::object adapter, bool call_level, const std::string& engine,
+         const std::string& version) {
         PythonBackendSpec spec;
         spec.name = name;
         spec.description = description;
         spec.capabilities = CapabilitiesFrom(capabilities);
         spec.call_level = call_level;
-        spec.engine_version = OrRaise(ParseSglangVersion(version));
+        if (!engine.empty()) {  // an engine's own code, of that version (empty: the latest)
+          const Engine e = OrRaise(ParseEngine(engine));
+          spec.engine_version = version.empty() ? EngineVersion::Latest(e)
+                                                : OrRaise(EngineVersion::Parse(e, version));
+        }
         OrRaise(RegisterBackend(std::make_unique<PythonBackend>(std::move(spec), adapter)));
       },
       nb::arg("name"), nb::arg("description"), nb::arg("capabilities"), nb::arg("adapter"),
-      nb::arg("call_level"), nb::arg("version"));
+      nb::arg("call_level"), nb::arg("engine"), nb::arg("version"));
 
   m.def("backends", [] {
     nb::list out;
@@ -159,7 +164,7 @@ NB_MODULE(_core, m) {
 
   m.def("sglang_versions", [] {
     std::vector<std::string> names;
-    for (SglangVersion v : ModelledSglangVersions()) names.emplace_back(SglangVersionName(v));
+    for (EngineVersion v : EngineVersion::Modelled(Engine::kSglang)) names.emplace_back(v.name());
     return names;
   });
 
@@ -269,8 +274,10 @@ NB_MODULE(_core, m) {
           for (const std::string& file : files) cases.push_back(OrRaise(LoadCaseFile(file)));
         }
         if (!sglang.empty()) {
-          const SglangVersion version = OrRaise(ParseSglangVersion(sglang));
-          for (Case& c : cases) c.sglang = version;
+          const EngineVersion version = OrRaise(EngineVersion::Parse(Engine::kSglang, sglang));
+          for (Case& c : cases) {
+            if (c.engine() == Engine::kSglang) c.version = version;
+          }
         }
         std::vector<const Backend*> chosen;
         for (const std::string& name : backends) chosen.push_back(&BackendToRun(name, workers));
@@ -410,14 +417,7 @@ NB_MODULE(_core, m) {
       "generate_calls",
       [](int count, uint64_t seed, const std::string& profile, const std::string& version_name) {
         const Profile p = OrRaise(ParseAnyProfile(profile));
-        const bool vllm = EngineOf(p) == Engine::kVllm;
-        std::optional<SglangVersion> sglang;
-        std::optional<VllmVersion> vllm_version;
-        if (vllm) {
-          vllm_version = OrRaise(ParseVllmVersion(version_name));
-        } else {
-          sglang = OrRaise(ParseSglangVersion(version_name));
-        }
+        const EngineVersion version = OrRaise(EngineVersion::Parse(EngineOf(p), version_name));
         const GeometryLimits limits{.max_sequences = 5,
                                     .max_len = 24,
                                     .max_heads = 4,
@@ -437,8 +437,7 @@ NB_MODULE(_core, m) {
           c.source = "generated for the engine differential";
           c.description.clear();
           c.mode = Mode::kFaithful;
-          c.sglang = sglang;
-          c.vllm = vllm_version;
+          c.version = version;
           c.call.profile = p;
           c.expect.reset();
           if (ValidateCase(c).ok()) cases.push_back(WriteCase(c));
@@ -458,8 +457,7 @@ NB_MODULE(_core, m) {
           d["builder_error"] = FormatPythonError(call.status());
           return d;
         }
-        call->sglang = c.sglang_version();
-        call->vllm = c.vllm_version();
+        call->version = c.engine_version();
         const Resolution r = Resolve(*call, c.call.profile, Mode::kFaithful);
         d["call"] = DescribeCall(*call, c.call.profile);
         d["raised"] = nb::none();

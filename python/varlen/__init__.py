@@ -70,12 +70,13 @@ def register(backend: Union[KernelBackend, CallBackend], origin: Optional[str] =
             return backend
         raise ValueError(f"register(): a backend named {backend.name!r} is already registered")
     call_level = isinstance(backend, CallBackend)
-    version = backend.version if call_level else _core.sglang_versions()[-1]
+    # A call-level backend is an engine's own code, of one version.
+    engine, version = (backend.engine, backend.version) if call_level else ("", "")
     caps = _bridge.capabilities_dict(backend.capabilities)
     if call_level:
         caps["profiles"] = [backend.profile]
     _core.register_backend(backend.name, backend.description or backend.name, caps,
-                           _bridge.adapter_for(backend), call_level, version)
+                           _bridge.adapter_for(backend), call_level, engine, version)
     _registered[backend.name] = (backend, origin)
     return backend
 

@@ -96,7 +96,7 @@ class CallBackend:
     make: Callable[[CallContext], Any]
     profile: str
     engine: str = "sglang"
-    version: str = "0.5.23"
+    version: str = ""  # the engine's release faithful mode predicts it by; "": the latest modelled
     capabilities: Capabilities = Capabilities()
     # The engine's own classes, so isinstance checks in its code hold: its
     # VisionAttentionMetadata (fields cu_seqlens, seq_lens, max_seqlen,

@@ -54,10 +54,10 @@ TEST(VllmCaseTest, ReadsAndRoundTrips) {
 TEST(VllmCaseTest, RefusesFieldsOfTheOtherEngine) {
   json j = VllmCase();
   j.erase("engine");
-  EXPECT_EQ(ErrorFor(j), "x.json: $.vllm: a vLLM version needs \"engine\": \"vllm\"");
+  EXPECT_EQ(ErrorFor(j), "x.json: $.vllm: a version of vLLM needs \"engine\": \"vllm\"");
   j = VllmCase();
   j["sglang"] = "0.5.23";
-  EXPECT_EQ(ErrorFor(j), "x.json: $.sglang: an SGLang version names the engine of an sglang case");
+  EXPECT_EQ(ErrorFor(j), "x.json: $.sglang: a version of SGLang needs \"engine\": \"sglang\"");
   j = VllmCase();
   j["call"]["profile"] = "fa3";
   EXPECT_THAT(ErrorFor(j), HasSubstr("(it is sglang's: name the engine)"));

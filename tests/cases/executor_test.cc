@@ -816,7 +816,8 @@ TEST(ReportTest, JsonOfAnErrorOutcome) {
   EXPECT_EQ(j["device_events"], json({{"host_syncs", 0},
                                       {"host_to_device_copies", 0},
                                       {"device_to_host_copies", 0},
-                                      {"casts", 0}}));
+                                      {"casts", 0},
+                                      {"events", json::array()}}));
   EXPECT_TRUE(j["notes"].is_array());
   EXPECT_FALSE(j.contains("resolved"));
   EXPECT_FALSE(j.contains("numerics"));

@@ -144,7 +144,7 @@ TEST(FusedLayoutTest, ABackendAssumingDenseInputsIsCaught) {
   EXPECT_EQ(RunCase(FusedCase("fa3", false, "layer"), mutant).observed, Observed::kCorruption);
   // 0026249's layer makes copies, so the same bug passes there.
   Case old = FusedCase("fa3", false, "layer");
-  old.sglang = SglangVersion::k0026249;
+  old.version = SglangVersion::k0026249;
   EXPECT_EQ(RunCase(old, mutant).observed, Observed::kSuccess);
 }
 

@@ -9,8 +9,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "support/test_util.h"
-#include "varlen/contract/metadata.h"
 #include "varlen/contract/resolve.h"
+#include "varlen/contract/sglang/metadata.h"
 
 namespace varlen {
 namespace {

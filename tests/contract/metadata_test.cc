@@ -1,6 +1,6 @@
 // Tests the batch/max bucketing tables and both metadata builders in faithful and hardened mode.
 
-#include "varlen/contract/metadata.h"
+#include "varlen/contract/sglang/metadata.h"
 
 #include <cstdint>
 #include <string>

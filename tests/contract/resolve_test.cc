@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 #include "support/test_util.h"
 #include "varlen/contract/call.h"
-#include "varlen/contract/metadata.h"
+#include "varlen/contract/sglang/metadata.h"
 #include "varlen/core/device_ledger.h"
 #include "varlen/core/status.h"
 #include "varlen/core/tensor.h"
@@ -337,7 +337,7 @@ TEST(ResolveTriton, MetadataWinsOverGraphModeWithoutOutputWs) {
 TEST(ResolveTriton, KwargsCuIsNeitherCastNorMoved) {
   for (Entry entry : {Entry::kDirect, Entry::kLayer}) {
     AttentionCall call = Call(entry, DType::kInt64, kCpu);
-    call.sglang = SglangVersion::k0026249;
+    call.version = SglangVersion::k0026249;
     Resolution r;
     auto args = ResolveOk<TritonArgs>(call, Profile::kTritonAttn, &r);
     EXPECT_TRUE(args.cu_seqlens.as_tensor().SharesStorageWith(call.cu_seqlens.as_tensor()));
@@ -354,7 +354,7 @@ TEST(ResolveTriton, KwargsCuIsNeitherCastNorMoved) {
 
 TEST(ResolveTriton, DerivedSeqLensMoveToQsDeviceSince0523) {
   AttentionCall call = Call(Entry::kDirect, DType::kInt64, kCpu);
-  call.sglang = SglangVersion::k0_5_23;
+  call.version = SglangVersion::k0_5_23;
   Resolution r;
   auto args = ResolveOk<TritonArgs>(call, Profile::kTritonAttn, &r);
   // cu_seqlens itself is still neither cast nor moved.

@@ -1,15 +1,16 @@
 // The modelled SGLang versions: names, the behaviour switched per version,
 // bit-exact default scales, and what the attention layer hands a backend.
 
-#include "varlen/contract/sglang_version.h"
-
 #include <cstdint>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "support/test_util.h"
+#include "varlen/contract/engine.h"
 #include "varlen/contract/resolve.h"
+#include "varlen/contract/sglang/version.h"
 
 namespace varlen {
 namespace {
@@ -21,16 +22,40 @@ using ::testing::HasSubstr;
 constexpr Device kCuda = Device::kCuda;
 
 TEST(SglangVersionTest, NamesRoundTrip) {
-  for (SglangVersion version : ModelledSglangVersions()) {
-    absl::StatusOr<SglangVersion> parsed = ParseSglangVersion(SglangVersionName(version));
+  for (EngineVersion version : EngineVersion::Modelled(Engine::kSglang)) {
+    absl::StatusOr<SglangVersion> parsed = ParseSglangVersion(SglangVersionName(version.sglang()));
     ASSERT_TRUE(parsed.ok()) << parsed.status();
-    EXPECT_EQ(*parsed, version);
+    EXPECT_EQ(*parsed, version.sglang());
   }
   EXPECT_EQ(*ParseSglangVersion("00262495044993539b2740746aaa531e62f377ab"),
             SglangVersion::k0026249);
   EXPECT_EQ(ParseSglangVersion("0.5.22").status().message(),
             "SGLang version \"0.5.22\" is not modelled (modelled: 0026249, 0.5.23)");
-  EXPECT_EQ(kLatestSglangVersion, ModelledSglangVersions().back());
+  EXPECT_EQ(EngineVersion(kLatestSglangVersion), EngineVersion::Latest(Engine::kSglang));
+}
+
+TEST(EngineVersionTest, EachEngineNamesItsVersionsOnce) {
+  for (Engine engine : AllEngines()) {
+    const EngineModel& model = ModelOf(engine);
+    EXPECT_EQ(model.engine, engine);
+    EXPECT_EQ(*ParseEngine(model.name), engine);
+    const std::vector<EngineVersion> versions = EngineVersion::Modelled(engine);
+    ASSERT_EQ(versions.size(), model.versions.size());
+    EXPECT_EQ(versions.back(), EngineVersion::Latest(engine));
+    for (const EngineVersion& version : versions) {
+      EXPECT_EQ(version.engine(), engine);
+      EXPECT_EQ(*EngineVersion::Parse(engine, version.name()), version);
+      EXPECT_EQ(version.DisplayName(), absl::StrCat(model.title, " ", version.name()));
+    }
+  }
+  EXPECT_EQ(EngineVersion(VllmVersion::k0_33_0).DisplayName(), "vLLM 0.33.0");
+  // A version is its engine's: another engine's name is not one of them,
+  // and reads as that engine's latest only where it is asked for.
+  EXPECT_EQ(EngineVersion::Parse(Engine::kVllm, "0.5.23").status().message(),
+            "vLLM version \"0.5.23\" is not modelled (modelled: 0.33.0)");
+  EXPECT_EQ(EngineVersion(VllmVersion::k0_33_0).sglang(), kLatestSglangVersion);
+  EXPECT_EQ(EngineVersion(SglangVersion::k0026249).vllm(), kLatestVllmVersion);
+  EXPECT_EQ(ParseEngine("tgi").status().message(), "engine \"tgi\" is not one of sglang, vllm");
 }
 
 TEST(SglangVersionTest, EachDifferenceIsOnlyInTheNewerVersion) {
@@ -147,14 +172,14 @@ AttentionCall FusedCall(int64_t heads, int64_t kv_heads, int64_t dim) {
 TEST(LayerTest, StridedViewsReachTheStridedBackendsSince0523) {
   for (Profile profile : {Profile::kFa3, Profile::kTritonAttn}) {
     AttentionCall call = FusedCall(4, 2, 8);
-    call.sglang = SglangVersion::k0_5_23;
+    call.version = SglangVersion::k0_5_23;
     const Resolution r = Resolve(call, profile, Mode::kFaithful);
     ASSERT_TRUE(r.status.ok()) << FormatPythonError(r.status);
     EXPECT_TRUE(r.args->q.SharesStorageWith(call.q)) << ProfileName(profile);
     EXPECT_THAT(r.args->v.strides(), ElementsAre(64, 8, 1));
     EXPECT_THAT(r.notes, testing::Contains(HasSubstr("pass_strided_qkv")));
 
-    call.sglang = SglangVersion::k0026249;
+    call.version = SglangVersion::k0026249;
     const Resolution before = Resolve(call, profile, Mode::kFaithful);
     ASSERT_TRUE(before.status.ok()) << FormatPythonError(before.status);
     EXPECT_TRUE(before.args->q.is_contiguous());
@@ -165,7 +190,7 @@ TEST(LayerTest, StridedViewsReachTheStridedBackendsSince0523) {
 TEST(LayerTest, OtherBackendsGetContiguousCopies) {
   for (Profile profile : {Profile::kSdpa, Profile::kFlashinferCudnn}) {
     AttentionCall call = FusedCall(4, 4, 8);
-    call.sglang = SglangVersion::k0_5_23;
+    call.version = SglangVersion::k0_5_23;
     call.cu_seqlens = Value::None();
     if (profile == Profile::kSdpa) call.cu_seqlens = Value::FromTensor(IntTensor({0, 5, 12}));
     call.kwargs.set("sequence_lengths", Value::FromTensor(IntTensor({5, 7, 0, 0, 0, 0, 0, 0})));
@@ -182,7 +207,7 @@ TEST(LayerTest, OtherBackendsGetContiguousCopies) {
 TEST(LayerTest, RotaryRebuildsQAndKButNotV) {
   AttentionCall call = FusedCall(4, 2, 8);
   call.rotary = true;
-  call.sglang = SglangVersion::k0_5_23;
+  call.version = SglangVersion::k0_5_23;
   const Resolution r = Resolve(call, Profile::kTritonAttn, Mode::kFaithful);
   ASSERT_TRUE(r.status.ok()) << FormatPythonError(r.status);
   EXPECT_THAT(r.args->q.strides(), ElementsAre(32, 8, 1));
@@ -191,9 +216,9 @@ TEST(LayerTest, RotaryRebuildsQAndKButNotV) {
 }
 
 TEST(LayerTest, HardenedFollowsTheLatestLayerWhateverTheVersion) {
-  for (SglangVersion version : ModelledSglangVersions()) {
+  for (EngineVersion version : EngineVersion::Modelled(Engine::kSglang)) {
     AttentionCall call = FusedCall(4, 2, 8);
-    call.sglang = version;
+    call.version = version;
     const Resolution r = Resolve(call, Profile::kFa3, Mode::kHardened);
     ASSERT_TRUE(r.status.ok()) << FormatPythonError(r.status);
     EXPECT_THAT(r.args->v.strides(), ElementsAre(64, 8, 1));

@@ -13,8 +13,8 @@
 #include "gtest/gtest.h"
 #include "support/test_util.h"
 #include "varlen/contract/resolve.h"
-#include "varlen/contract/vllm_metadata.h"
-#include "varlen/contract/vllm_version.h"
+#include "varlen/contract/vllm/metadata.h"
+#include "varlen/contract/vllm/version.h"
 
 namespace varlen {
 namespace {

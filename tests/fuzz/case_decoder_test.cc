@@ -51,7 +51,7 @@ TEST(CaseDecoderTest, RewritingOneChoiceChangesTheCase) {
   for (size_t i = spans[0].begin; i < spans[0].end; ++i) bytes[i] ^= 1;
   const Case after = *DecodeCase(bytes);
   EXPECT_NE(after.mode, before.mode);
-  EXPECT_EQ(after.sglang, before.sglang);
+  EXPECT_EQ(after.version, before.version);
 }
 
 TEST(CaseDecoderTest, NoBytesDecodeToTheSimplestCall) {

@@ -13,9 +13,9 @@
 #include "varlen/cases/report.h"
 #include "varlen/cases/synth.h"
 #include "varlen/conformance/generators.h"
-#include "varlen/contract/metadata.h"
 #include "varlen/contract/resolve.h"
 #include "varlen/contract/seqlens.h"
+#include "varlen/contract/sglang/metadata.h"
 
 namespace varlen {
 namespace {
@@ -378,7 +378,7 @@ RC_GTEST_PROP(HardenedProperty, VllmNeverLetsACorruptedCallThrough, ()) {
       std::vector<Profile>(ProfilesOf(Engine::kVllm).begin(), ProfilesOf(Engine::kVllm).end()));
   Case c = *GenCaseFor(profile);
   c.mode = Mode::kHardened;
-  c.vllm.reset();
+  c.version.reset();
   c.expect.reset();
   RC_PRE(ValidateCase(c).ok());
   // The call must say where the sequences are (both None means one per

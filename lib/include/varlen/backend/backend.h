@@ -122,11 +122,11 @@ class Backend {
   // Call level: a backend that is an engine's own backend class (argument
   // handling and kernel in one) takes the caller's whole call. The executor
   // hands it the call built from a case and judges what it raises or
-  // returns against what faithful mode predicts for engine_version(); its
-  // ResolveCall is never used. Kernel-level backends (the default) answer
-  // false.
+  // returns against what faithful mode predicts for engine_version() (unset:
+  // the latest version of the profile's engine); its ResolveCall is never
+  // used. Kernel-level backends (the default) answer false.
   virtual bool call_level() const { return false; }
-  virtual SglangVersion engine_version() const { return kLatestSglangVersion; }
+  virtual std::optional<EngineVersion> engine_version() const { return std::nullopt; }
   // REQUIRES: call_level(). An error status is the harness's own failure to
   // make the call (never the backend's exception, which the result holds).
   virtual absl::StatusOr<EngineCallResult> CallEngine(const AttentionCall& call,
@@ -141,6 +141,10 @@ absl::Status RunSupported(const Backend& backend, const VarlenAttentionParams& p
 // OK when `backend` consumes the kernel arguments of `profile`, else
 // Unimplemented naming the profiles it does.
 absl::Status SupportsProfile(const Backend& backend, Profile profile);
+
+// The engine version whose code a call-level backend runs, when it is a
+// version of `profile`'s engine; else that engine's latest.
+EngineVersion EngineVersionOfBackend(const Backend& backend, Profile profile);
 
 }  // namespace varlen
 

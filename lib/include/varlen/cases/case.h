@@ -229,10 +229,9 @@ struct Case {
   std::string source;  // issue, PR or contract rule it comes from
   std::string description;
   Mode mode = Mode::kFaithful;
-  // The SGLang (or, for a vLLM profile, vLLM) version faithful mode
-  // reproduces; unset runs the latest.
-  std::optional<SglangVersion> sglang;
-  std::optional<VllmVersion> vllm;
+  // The version of the profile's engine faithful mode reproduces; unset runs
+  // the latest.
+  std::optional<EngineVersion> version;
   Geometry geometry;
   DataSpec data;
   CallSpec call;
@@ -240,9 +239,13 @@ struct Case {
   std::vector<Warmup> warmup;  // in the order they run, at most kMaxWarmupCalls
   bool operator==(const Case&) const = default;
 
-  SglangVersion sglang_version() const { return sglang.value_or(kLatestSglangVersion); }
-  VllmVersion vllm_version() const { return vllm.value_or(kLatestVllmVersion); }
   Engine engine() const { return EngineOf(call.profile); }
+  // `version`, or the latest of the engine (also when `version` is another
+  // engine's, as after a change of profile).
+  EngineVersion engine_version() const {
+    return version.has_value() && version->engine() == engine() ? *version
+                                                                : EngineVersion::Latest(engine());
+  }
 };
 
 struct Case::Warmup {

@@ -31,6 +31,10 @@ std::string DescribeCall(const CallSpec& call);
 // any, is a line of its own, exactly as Python prints it.
 std::string FormatOutcomeText(const Case& c, const std::string& origin, const Outcome& outcome);
 
+// The same outcome as JSON: every fact of the text block, field for field
+// (a test keeps the two in agreement), in the versioned schema of
+// docs/report-json.md.
+inline constexpr int kOutcomeJsonSchema = 1;
 nlohmann::ordered_json OutcomeToJson(const Case& c, const std::string& origin,
                                      const Outcome& outcome);
 
@@ -50,8 +54,8 @@ struct VersionDifference {
 
 // Compares the outcome, the error, the resolved arguments and the device
 // event counts of one case run under two versions.
-VersionDifference CompareVersions(const Outcome& before, SglangVersion before_version,
-                                  const Outcome& after, SglangVersion after_version);
+VersionDifference CompareVersions(const Outcome& before, EngineVersion before_version,
+                                  const Outcome& after, EngineVersion after_version);
 
 // The same comparison for one call under two engines (CounterpartCase):
 // the summary says what each engine did ("sglang:fa3 succeeds;

@@ -22,23 +22,11 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
-#include "varlen/contract/sglang_version.h"
-#include "varlen/contract/vllm_version.h"
+#include "varlen/contract/engine.h"
 #include "varlen/core/tensor.h"
 #include "varlen/core/value.h"
 
 namespace varlen {
-
-// The inference engine whose calling convention a profile models.
-enum class Engine {
-  kSglang,  // SGLang's vision backends (VisionAttention and its nine classes)
-  kVllm,    // vLLM's MMEncoderAttention
-};
-
-// Every modelled engine, in the order above.
-absl::Span<const Engine> AllEngines();
-absl::string_view EngineName(Engine engine);  // "sglang", "vllm"
-absl::StatusOr<Engine> ParseEngine(absl::string_view name);
 
 // A calling convention: how a backend family obtains its varlen arguments.
 // SGLang's are named after its backends ("fa3"), vLLM's after its
@@ -160,11 +148,11 @@ struct AttentionCall {
   // dense tensors (v stays as the projection left it).
   bool rotary = false;
   SdpaOptions sdpa;
-  SglangVersion sglang = kLatestSglangVersion;  // what faithful mode reproduces
-  // vLLM profiles: the layer, and the version faithful mode reproduces.
-  // cu_seqlens and kwargs are MMEncoderAttention.forward's arguments.
+  // The version faithful mode reproduces, of the profile's engine.
+  EngineVersion version = kLatestSglangVersion;
+  // vLLM profiles: the layer. cu_seqlens and kwargs are
+  // MMEncoderAttention.forward's arguments.
   VllmLayer vllm_layer;
-  VllmVersion vllm = kLatestVllmVersion;
   // The JSON of the case the harness made this call from (empty for a call
   // made by hand): a worker process makes the same call again from it.
   std::string case_json;

@@ -183,7 +183,7 @@ double DefaultSoftmaxScale(Profile profile, int64_t head_dim);
 Resolution Resolve(const AttentionCall& call, Profile profile, Mode mode);
 
 // The call a backend's forward() receives, as a direct call: through the
-// layer, q, k and v as VisionAttention (of call.sglang) reshapes them and
+// layer, q, k and v as VisionAttention (of call.version) reshapes them and
 // the keyword arguments it always passes; a direct call as it is. What a
 // call-level backend, an engine's own class, is handed.
 AttentionCall BackendCallOf(const AttentionCall& call, Profile profile);

@@ -1,4 +1,4 @@
-// File: varlen/contract/metadata.h
+// File: varlen/contract/sglang/metadata.h
 // -----------------------------------------------------------------------------
 //
 // The two metadata builders models call once per ViT forward, and the
@@ -16,8 +16,8 @@
 // offsets that would not fit in int32, and stamp the metadata with what they
 // proved (see MetadataStamp), so resolution can trust it without a sync.
 
-#ifndef VARLEN_CONTRACT_METADATA_H_
-#define VARLEN_CONTRACT_METADATA_H_
+#ifndef VARLEN_CONTRACT_SGLANG_METADATA_H_
+#define VARLEN_CONTRACT_SGLANG_METADATA_H_
 
 #include <array>
 #include <cstdint>
@@ -58,4 +58,4 @@ absl::StatusOr<VisionAttentionMetadata> PrepareFlashinferCudnnMetadata(const Val
 
 }  // namespace varlen
 
-#endif  // VARLEN_CONTRACT_METADATA_H_
+#endif  // VARLEN_CONTRACT_SGLANG_METADATA_H_

@@ -1,8 +1,8 @@
-// File: varlen/contract/vllm_version.h
+// File: varlen/contract/vllm/version.h
 // -----------------------------------------------------------------------------
 //
 // The vLLM versions faithful mode models for vLLM's profiles. vLLM is the
-// second engine of the contract (SGLang's versions are in sglang_version.h):
+// second engine of the contract (SGLang's versions are in sglang/version.h):
 // its multimodal encoder attention (MMEncoderAttention and the custom ops of
 // vit_attn_wrappers.py) resolves the same varlen arguments under other
 // rules. A version is data: when a second one is modelled, what differs gets
@@ -22,15 +22,14 @@
 
 namespace varlen {
 
+// Oldest first, in the order of the engine's EngineModel::versions
+// (engine.h), whose names they are.
 enum class VllmVersion {
   k0_33_0,  // the latest release
 };
 
 // What a vLLM case runs under when it names no version.
 inline constexpr VllmVersion kLatestVllmVersion = VllmVersion::k0_33_0;
-
-// Every modelled version, oldest first.
-absl::Span<const VllmVersion> ModelledVllmVersions();
 
 absl::string_view VllmVersionName(VllmVersion version);  // "0.33.0"
 absl::StatusOr<VllmVersion> ParseVllmVersion(absl::string_view name);

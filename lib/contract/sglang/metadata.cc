@@ -1,4 +1,4 @@
-#include "varlen/contract/metadata.h"
+#include "varlen/contract/sglang/metadata.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "varlen/contract/platform.h"
+#include "varlen/contract/sglang/platform.h"
 
 #include "absl/strings/str_cat.h"
 #include "resolve_internal.h"

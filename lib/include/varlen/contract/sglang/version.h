@@ -1,4 +1,4 @@
-// File: varlen/contract/sglang_version.h
+// File: varlen/contract/sglang/version.h
 // -----------------------------------------------------------------------------
 //
 // The SGLang versions faithful mode models, and the few steps in which they
@@ -22,6 +22,8 @@
 
 namespace varlen {
 
+// Oldest first, in the order of the engine's EngineModel::versions
+// (engine.h), whose names they are.
 enum class SglangVersion {
   k0026249,  // the documented commit
   k0_5_23,   // the latest release
@@ -29,9 +31,6 @@ enum class SglangVersion {
 
 // What a case runs under when it names no version.
 inline constexpr SglangVersion kLatestSglangVersion = SglangVersion::k0_5_23;
-
-// Every modelled version, oldest first.
-absl::Span<const SglangVersion> ModelledSglangVersions();
 
 absl::string_view SglangVersionName(SglangVersion version);  // "0026249", "0.5.23"
 // Accepts the names above (and the full commit hash for 0026249).

@@ -1,4 +1,4 @@
-// File: varlen/contract/vllm_metadata.h
+// File: varlen/contract/vllm/metadata.h
 // -----------------------------------------------------------------------------
 //
 // vLLM's encoder metadata builders, the classmethods of MMEncoderAttention

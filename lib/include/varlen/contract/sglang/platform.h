@@ -1,4 +1,4 @@
-// File: varlen/contract/platform.h
+// File: varlen/contract/sglang/platform.h
 // -----------------------------------------------------------------------------
 //
 // The parts of SGLang's vision attention contract that depend on the platform
@@ -7,8 +7,8 @@
 // exceptions of wrong-platform constructors, and the Ascend backend's
 // conversion of cu_seqlens into cumulative ends.
 
-#ifndef VARLEN_CONTRACT_PLATFORM_H_
-#define VARLEN_CONTRACT_PLATFORM_H_
+#ifndef VARLEN_CONTRACT_SGLANG_PLATFORM_H_
+#define VARLEN_CONTRACT_SGLANG_PLATFORM_H_
 
 #include <cstdint>
 #include <optional>
@@ -18,7 +18,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "varlen/contract/sglang_version.h"
+#include "varlen/contract/sglang/version.h"
 #include "varlen/core/tensor.h"
 
 namespace varlen {
@@ -60,4 +60,4 @@ absl::StatusOr<std::vector<int64_t>> AscendActualSeqLengths(
 
 }  // namespace varlen
 
-#endif  // VARLEN_CONTRACT_PLATFORM_H_
+#endif  // VARLEN_CONTRACT_SGLANG_PLATFORM_H_

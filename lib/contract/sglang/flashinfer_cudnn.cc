@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/tensor_ops.h"
 #include "resolve_internal.h"
-#include "varlen/contract/metadata.h"
+#include "varlen/contract/sglang/metadata.h"
 #include "varlen/contract/seqlens.h"
 #include "varlen/core/device_ledger.h"
 #include "varlen/core/status.h"

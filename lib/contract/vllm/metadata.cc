@@ -1,4 +1,4 @@
-#include "varlen/contract/vllm_metadata.h"
+#include "varlen/contract/vllm/metadata.h"
 
 #include <algorithm>
 #include <limits>
@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/tensor_ops.h"
-#include "varlen/contract/metadata.h"
+#include "varlen/contract/sglang/metadata.h"
 #include "varlen/contract/seqlens.h"
 #include "varlen/core/status.h"
 
