@@ -33,7 +33,7 @@ import importlib
 import os
 import sys
 import threading
-from typing import Dict, Iterable, List, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Union
 
 from varlen.spec import CallBackend, CallContext, Capabilities, KernelBackend
 from varlen import _bridge

@@ -3,8 +3,8 @@
 //
 // The engines whose calling conventions the contract models, each a module
 // of its own. An engine (SGLang, vLLM) describes itself once, in its folder
-// (lib/contract/<engine>/version.cc): its names, its profiles and its
-// modelled versions, as an EngineModel. The case format, the reports, the
+// (lib/contract/<engine>/version.cc): its names and its modelled versions,
+// as an EngineModel (its profiles: ProfilesOf in call.h). The case format, the reports, the
 // CLI and the generators ask the engine's model instead of switching on the
 // engine, and a case or a call carries one EngineVersion, whichever engine
 // it belongs to. What an engine's resolvers read of its version stays typed
