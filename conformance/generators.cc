@@ -358,8 +358,7 @@ void DrawForwardCall(const BackendCapabilities& caps,
   SetCorrectCall(c, profile, prepared, entry);
   if (EngineOf(profile) != Engine::kSglang) c->version.reset();
   if (caps.strided_inputs && ProfileTakesFusedQkv(profile, g) && *rc::gen::inRange(0, 3) == 0) {
-    c->call.layout =
-        EngineOf(profile) == Engine::kVllm ? QLayout::kBatchedFusedQkv : QLayout::kFusedQkv;
+    c->call.layout = FusedQkvLayout(profile);
   }
 }
 

@@ -81,9 +81,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                        wild.call.layout == varlen::QLayout::kBatchedFusedQkv;
     if (fused && backend->capabilities().strided_inputs &&
         varlen::ProfileTakesFusedQkv(profile, wild.geometry)) {
-      c.call.layout = varlen::EngineOf(profile) == varlen::Engine::kVllm
-                          ? varlen::QLayout::kBatchedFusedQkv
-                          : varlen::QLayout::kFusedQkv;
+      c.call.layout = varlen::FusedQkvLayout(profile);
     }
     auto same = std::find_if(runners.begin(), runners.end(),
                              [&](const auto& runner) { return runner->test_case() == c; });

@@ -12,10 +12,16 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "absl/types/span.h"
+#include "case_rules.h"
+#include "varlen/cases/engine_calls.h"
 #include "varlen/cases/limits.h"
 
 namespace varlen {
 namespace {
+
+using internal::CheckRange;
+using internal::PathError;
+using internal::ValidateArg;
 
 // Objects keep their keys in file order (keyword arguments are ordered).
 using json = nlohmann::ordered_json;
@@ -27,10 +33,6 @@ std::string Describe(const json& j) {
   std::string text = j.dump();
   if (text.size() > 60) text = text.substr(0, 57) + "...";
   return absl::StrCat(j.type_name(), " ", text);
-}
-
-absl::Status PathError(absl::string_view path, absl::string_view problem) {
-  return absl::InvalidArgumentError(absl::StrCat(path, ": ", problem));
 }
 
 absl::Status Expected(absl::string_view path, absl::string_view what, const json& got) {
@@ -585,78 +587,6 @@ absl::StatusOr<std::vector<Case::Warmup>> ReadWarmups(const json& j, const Case&
 // ---------------------------------------------------------------------------
 // Validation of values that parse but cannot be.
 
-absl::Status CheckRange(absl::string_view path, int64_t value, int64_t lo, int64_t hi,
-                        absl::string_view rule) {
-  if (value < lo || value > hi) {
-    return PathError(path, absl::StrCat(value, " is outside [", lo, ", ", hi, "]: ", rule));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ValidateTensorLiteral(const TensorLiteral& t, const std::string& path) {
-  const int64_t count =
-      static_cast<int64_t>(IsFloatingPoint(t.dtype) ? t.floats.size() : t.ints.size());
-  if (t.shape.has_value()) {
-    if (t.shape->size() > 8) return PathError(path + ".shape", "at most 8 dimensions");
-    // Bound the product of the non-zero sizes too, so strides cannot overflow
-    // even when a zero size makes the tensor empty.
-    int64_t numel = 1, extent = 1;
-    for (int64_t d : *t.shape) {
-      extent = std::min<int64_t>(extent * std::max<int64_t>(d, 1), kMaxLiteralValues + 1);
-      numel = std::min<int64_t>(numel * d, kMaxLiteralValues + 1);
-    }
-    if (extent > kMaxLiteralValues) {
-      return PathError(path + ".shape",
-                       absl::StrCat("shape ", ShapeToString(*t.shape), " spans more than ",
-                                    kMaxLiteralValues, " elements"));
-    }
-    if (numel != count) {
-      return PathError(path + ".shape", absl::StrCat("shape ", ShapeToString(*t.shape), " holds ",
-                                                     numel, " values but ", count, " are given"));
-    }
-  }
-  if (t.step != 1) {
-    VARLEN_RETURN_IF_ERROR(CheckRange(path + ".step", t.step, 1, kMaxLiteralValues,
-                                      "a view takes every step-th row of its base"));
-    if (t.shape.has_value() && t.shape->empty()) {
-      return PathError(path + ".step", "a 0-d tensor has no rows to step over");
-    }
-    if (count * t.step > kMaxLiteralValues) {
-      return PathError(path + ".step", absl::StrCat("a base of ", count, " x ", t.step,
-                                                    " elements exceeds the limit of ",
-                                                    kMaxLiteralValues, " per literal tensor"));
-    }
-  }
-  if (t.dtype == DType::kInt32 || t.dtype == DType::kInt16) {
-    const int64_t max = t.dtype == DType::kInt32 ? std::numeric_limits<int32_t>::max()
-                                                 : std::numeric_limits<int16_t>::max();
-    for (size_t i = 0; i < t.ints.size(); ++i) {
-      if (t.ints[i] < -max - 1 || t.ints[i] > max) {
-        return PathError(absl::StrCat(path, ".tensor[", i, "]"),
-                         absl::StrCat(t.ints[i], " does not fit in ", DTypeName(t.dtype)));
-      }
-    }
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ValidateArg(const ArgLiteral& a, const std::string& path) {
-  switch (a.kind) {
-    case ArgLiteral::Kind::kTensor:
-      return ValidateTensorLiteral(a.tensor, path);
-    case ArgLiteral::Kind::kSingletonCache:
-      return a.cache_has_data ? ValidateTensorLiteral(a.tensor, path + ".singleton_cache")
-                              : absl::OkStatus();
-    case ArgLiteral::Kind::kList:
-      for (size_t i = 0; i < a.list.size(); ++i) {
-        VARLEN_RETURN_IF_ERROR(ValidateArg(a.list[i], absl::StrCat(path, "[", i, "]")));
-      }
-      return absl::OkStatus();
-    default:
-      return absl::OkStatus();
-  }
-}
-
 absl::Status ValidateGeometry(const Geometry& g) {
   const std::string p = "$.geometry";
   if (static_cast<int64_t>(g.seq_lens.size()) > kMaxSequences) {
@@ -709,30 +639,14 @@ absl::Status ValidateCall(const CallSpec& c, const Geometry& g) {
     VARLEN_RETURN_IF_ERROR(
         CheckRange(p + ".seq_len", *c.seq_len, 0, kMaxTotalTokens, "tokens per item"));
   }
-  const bool vllm = EngineOf(c.profile) == Engine::kVllm;
-  if (c.layout == QLayout::kBatchedFusedQkv && !vllm) {
+  VARLEN_RETURN_IF_ERROR(CallsOf(EngineOf(c.profile)).validate(c, g));
+  if ((c.layout == QLayout::kBatched || c.layout == QLayout::kBatchedFusedQkv) &&
+      (!c.seq_len.has_value() || bsz * *c.seq_len != tokens)) {
     return PathError(p + ".layout",
-                     "batched_fused_qkv is a vLLM layout: SGLang's layer hands "
-                     "backends [T, H, D]");
-  }
-  if (c.layout == QLayout::kBatched || c.layout == QLayout::kBatchedFusedQkv) {
-    if (c.profile != Profile::kFlashinferCudnn && !vllm) {
-      return PathError(p + ".layout",
-                       "batched [b, s, h, d] q is only accepted by flashinfer_cudnn (and vLLM)");
-    }
-    if (!c.seq_len.has_value() || bsz * *c.seq_len != tokens) {
-      return PathError(p + ".layout",
-                       absl::StrCat("bsz=", bsz, " x seq_len=",
-                                    c.seq_len.has_value() ? absl::StrCat(*c.seq_len) : "unset",
-                                    ": the batched layout needs bsz * seq_len == ", tokens,
-                                    " (the total of geometry.seq_lens)"));
-    }
-  }
-  if (c.merged_heads &&
-      (!vllm || (c.layout != QLayout::kBatched && c.layout != QLayout::kBatchedFusedQkv))) {
-    return PathError(p + ".merged_heads",
-                     "[bsz, seq_len, H * D] is vLLM's form of a batched layout: use an engine "
-                     "\"vllm\" profile with layout \"batched\" or \"batched_fused_qkv\"");
+                     absl::StrCat("bsz=", bsz, " x seq_len=",
+                                  c.seq_len.has_value() ? absl::StrCat(*c.seq_len) : "unset",
+                                  ": the batched layout needs bsz * seq_len == ", tokens,
+                                  " (the total of geometry.seq_lens)"));
   }
   if ((c.layout == QLayout::kFusedQkv || c.layout == QLayout::kBatchedFusedQkv) &&
       g.head_dim_v != g.head_dim) {
@@ -740,78 +654,6 @@ absl::Status ValidateCall(const CallSpec& c, const Geometry& g) {
         p + ".layout",
         absl::StrCat("fused_qkv needs geometry.head_dim_v == head_dim (", g.head_dim_v,
                      " != ", g.head_dim, "): one projection makes q, k and v with one head size"));
-  }
-  if (vllm) {
-    if (c.entry != Entry::kDirect) {
-      return PathError(p + ".entry",
-                       "vLLM has one entry, MMEncoderAttention.forward: leave "
-                       "\"direct\"");
-    }
-    if (c.graph_mode || c.rotary || c.sdpa != SdpaOptions{}) {
-      return PathError(p, "graph_mode, rotary and sdpa are SGLang's; a vLLM call has none");
-    }
-    if (c.vllm_metadata.has_value()) {
-      const VllmMetadataSpec& m = *c.vllm_metadata;
-      VARLEN_RETURN_IF_ERROR(ValidateArg(m.cu_seqlens, p + ".vllm_metadata.cu_seqlens"));
-      if (m.cu_seqlens.kind != ArgLiteral::Kind::kTensor ||
-          m.cu_seqlens.tensor.device != Device::kCpu || !IsIntegral(m.cu_seqlens.tensor.dtype) ||
-          m.cu_seqlens.tensor.shape.has_value()) {
-        return PathError(p + ".vllm_metadata.cu_seqlens",
-                         "the builders take host token offsets: a 1-d int32 or int64 cpu tensor");
-      }
-      VARLEN_RETURN_IF_ERROR(CheckRange(p + ".vllm_metadata.tp_size", m.tp_size, 1, kMaxHeads,
-                                        "tensor-parallel ranks"));
-      for (const auto& [name, value] :
-           {std::pair<const char*, std::optional<int64_t>>{"hidden_size", m.hidden_size},
-            {"fp8_padded_hidden_size", m.fp8_padded_hidden_size}}) {
-        if (value.has_value()) {
-          VARLEN_RETURN_IF_ERROR(CheckRange(absl::StrCat(p, ".vllm_metadata.", name), *value, 1,
-                                            kMaxTotalTokens, "elements per token"));
-        }
-      }
-      for (const auto& [key, value] : c.kwargs) {
-        if (key == "max_seqlen" || key == "sequence_lengths") {
-          return PathError(absl::StrCat(p, ".kwargs.", key),
-                           "vllm_metadata makes this keyword; give one or the other");
-        }
-      }
-      if (c.cu_seqlens.kind != ArgLiteral::Kind::kNone) {
-        return PathError(p + ".cu_seqlens",
-                         "vllm_metadata makes cu_seqlens; give one or the other");
-      }
-    }
-  } else if (c.vllm_metadata.has_value()) {
-    return PathError(p + ".vllm_metadata", "vLLM's builders serve vLLM profiles only");
-  }
-  if (c.rotary && c.entry != Entry::kLayer) {
-    return PathError(p + ".rotary",
-                     "rotary embeddings are applied by the layer: use entry \"layer\"");
-  }
-  if (c.sdpa.softmax_scale.has_value()) {
-    if (c.entry == Entry::kLayer) {
-      return PathError(p + ".sdpa.softmax_scale",
-                       "the layer constructs sdpa with its own softmax_scale: spell it as "
-                       "kwargs.softmax_scale");
-    }
-    if (!std::isfinite(*c.sdpa.softmax_scale)) {
-      return PathError(p + ".sdpa.softmax_scale", "the construction scale must be finite");
-    }
-  }
-  if (c.entry == Entry::kLayer) {
-    if (tokens == 0) {
-      return PathError(p + ".entry",
-                       "the attention layer fails before any backend on an empty batch; use "
-                       "entry \"direct\" for zero tokens");
-    }
-    if (c.layout == QLayout::kBatched) {
-      return PathError(p + ".layout", "the attention layer always hands backends [T, H, D]");
-    }
-    if (const int64_t seq_len = c.seq_len.value_or(tokens / bsz); seq_len * bsz != tokens) {
-      return PathError(p + ".seq_len",
-                       absl::StrCat("bsz=", bsz, " x seq_len=", seq_len,
-                                    ": the layer derives both from x, so their product must equal ",
-                                    tokens, " (the total of geometry.seq_lens)"));
-    }
   }
   VARLEN_RETURN_IF_ERROR(ValidateArg(c.cu_seqlens, p + ".cu_seqlens"));
   std::set<std::string> keys;

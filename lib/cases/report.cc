@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "varlen/backend/fault.h"
 #include "varlen/cases/case_json.h"
+#include "varlen/cases/engine_calls.h"
 
 namespace varlen {
 namespace {
@@ -253,7 +254,7 @@ std::string DescribeCall(const CallSpec& call) {
   } else {
     parts.push_back(absl::StrCat("cu_seqlens=", ArgText(call.cu_seqlens)));
   }
-  if (EngineOf(call.profile) == Engine::kSglang || call.forward_metadata.has_value()) {
+  if (CallsOf(EngineOf(call.profile)).takes_forward_metadata || call.forward_metadata.has_value()) {
     parts.push_back(absl::StrCat("forward_metadata=", call.forward_metadata.has_value()
                                                           ? MetadataText(*call.forward_metadata)
                                                           : "None"));

@@ -13,6 +13,14 @@
 
 namespace varlen::internal {
 
+std::vector<std::string> LookedUpKwargs::NeverLookedUp() const {
+  std::vector<std::string> unread;
+  for (const auto& [key, value] : kwargs_.items()) {
+    if (!looked_up_.contains(key)) unread.push_back(key);
+  }
+  return unread;
+}
+
 namespace {
 
 // The kernel entry that receives the scale, and its argument's name.

@@ -1,5 +1,7 @@
-// Internal: one resolver per calling convention, and what they share.
-// Resolve() (resolve.cc) builds the ResolveContext and dispatches.
+// Internal: each engine's entry, one resolver per calling convention, and
+// what they share. Resolve() (resolve.cc) hands a call to its engine's entry
+// (the EngineModel's hooks, defined in the engine's folder), which builds
+// the ResolveContext and dispatches to the profile's resolver.
 
 #ifndef VARLEN_LIB_CONTRACT_RESOLVE_INTERNAL_H_
 #define VARLEN_LIB_CONTRACT_RESOLVE_INTERNAL_H_
@@ -48,15 +50,23 @@ struct ResolveContext {
   void Note(std::string note) const { notes->push_back(std::move(note)); }
 };
 
+// The engines' entries, as their EngineModels hand them to Resolve(),
+// BackendCallOf() and DefaultSoftmaxScale().
+absl::StatusOr<ResolvedArgs> ResolveSglangCall(const AttentionCall& call, Profile profile,
+                                               Mode mode, Resolution* record);
+AttentionCall SglangBackendCall(const AttentionCall& call, Profile profile);
+double SglangDefaultSoftmaxScale(Profile profile, int64_t head_dim);
+absl::StatusOr<ResolvedArgs> ResolveVllmCall(const AttentionCall& call, Profile profile, Mode mode,
+                                             Resolution* record);
+AttentionCall VllmBackendCall(const AttentionCall& call, Profile profile);
+double VllmDefaultSoftmaxScale(Profile profile, int64_t head_dim);
+
 absl::StatusOr<FlashinferCudnnArgs> ResolveFlashinferCudnn(const ResolveContext& ctx);
 // fa3, fa4, aiter_attn, amx_attn and xpu_attn.
 absl::StatusOr<FlashVarlenArgs> ResolveFlashVarlen(const ResolveContext& ctx, Profile profile);
 absl::StatusOr<AscendArgs> ResolveAscend(const ResolveContext& ctx);
 absl::StatusOr<TritonArgs> ResolveTriton(const ResolveContext& ctx);
 absl::StatusOr<SdpaArgs> ResolveSdpa(const ResolveContext& ctx);
-// vLLM's profiles: the arguments and the q, k and v the kernel receives.
-absl::StatusOr<ResolvedArgs> ResolveVllm(const ResolveContext& ctx, Profile profile);
-
 // window_size at full attention's value, the layer's default: None or
 // (-1, -1).
 bool IsFullAttentionWindow(const Value& window_size);

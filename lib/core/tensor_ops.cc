@@ -4,9 +4,12 @@
 #include <cassert>
 #include <cmath>
 #include <cstring>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "varlen/core/device_ledger.h"
 #include "varlen/core/status.h"
 
@@ -174,6 +177,33 @@ Tensor PadTo(const Tensor& t, int64_t length, int64_t fill) {
     }
   }
   return out;
+}
+
+std::optional<std::string> TorchRepr(const Tensor& t) {
+  const bool is_bool = t.dtype() == DType::kBool;
+  if ((!IsIntegral(t.dtype()) && !is_bool) || t.dim() > 1 || t.numel() == 0 || !t.has_storage()) {
+    return std::nullopt;
+  }
+  std::vector<std::string> items;
+  size_t width = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const int64_t v = t.IntAtLogical(i);
+    items.push_back(is_bool ? (v != 0 ? "True" : "False") : absl::StrCat(v));
+    width = std::max(width, items.back().size());
+  }
+  if (items.size() * (width + 2) > 72) return std::nullopt;  // torch wraps the line
+  std::string body;
+  if (t.dim() == 0) {
+    body = items[0];
+  } else {
+    for (std::string& item : items) item.insert(0, width - item.size(), ' ');
+    body = absl::StrCat("[", absl::StrJoin(items, ", "), "]");
+  }
+  std::string repr = absl::StrCat("tensor(", body);
+  if (t.device() != Device::kCpu) absl::StrAppend(&repr, ", device='cuda:0'");
+  if (t.dtype() != DType::kInt64 && !is_bool)
+    absl::StrAppend(&repr, ", dtype=torch.", DTypeName(t.dtype()));
+  return absl::StrCat(repr, ")");
 }
 
 }  // namespace varlen::internal

@@ -9,6 +9,8 @@
 #define VARLEN_LIB_CORE_TENSOR_OPS_H_
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -58,6 +60,12 @@ absl::StatusOr<Tensor> Arange(int64_t start, int64_t end, int64_t step, DType dt
 
 // A copy of 1-d `t` padded to `length` entries by repeating `fill`.
 Tensor PadTo(const Tensor& t, int64_t length, int64_t fill);
+
+// repr() of a small 0-d or 1-d integer or bool tensor as torch prints it
+// ("tensor([ 0,  4, 10], device='cuda:0', dtype=torch.int32)"), as error
+// messages quote it; unset for anything else (float formatting, line
+// wrapping and nesting are torch's printer's, not modelled).
+std::optional<std::string> TorchRepr(const Tensor& t);
 
 }  // namespace varlen::internal
 

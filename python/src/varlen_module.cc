@@ -168,6 +168,15 @@ NB_MODULE(_core, m) {
     return names;
   });
 
+  m.def("engine_profiles", [] {
+    std::map<std::string, std::vector<std::string>> profiles;
+    for (Engine engine : AllEngines()) {
+      std::vector<std::string>& names = profiles[std::string(EngineName(engine))];
+      for (Profile profile : ProfilesOf(engine)) names.emplace_back(ProfileName(profile));
+    }
+    return profiles;
+  });
+
   m.def("properties", [] { return PropertyNames(); });
 
   m.def(

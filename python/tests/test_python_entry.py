@@ -159,3 +159,37 @@ def test_a_broken_call_level_backend_gives_a_case_that_repro_and_pytest_replay(t
     replayed = tmp_path / "plugin" / "broken_max_seqlen_tensor-ArgumentForms.json"
     assert f"replay: {sys.executable} -m varlen repro {replayed}" in plugin.stdout
     assert json.loads(replayed.read_text())["geometry"] == case["geometry"]
+
+
+def test_a_backend_in_vllms_convention_is_called_and_judged_as_vllm_calls_it(tmp_path):
+    import vllm_convention_backends
+
+    for backend in vllm_convention_backends.BACKENDS:
+        varlen.register(backend, origin="vllm_convention_backends:BACKENDS")
+    case = _case("vllm-sdpa-ignores-max-seqlen")
+    [right] = varlen.repro(case, "split_sdpa_encoder_attention")
+    assert right.verdict == "PASS", right.text
+    # One image attending to its neighbour: vLLM's prediction is the ground
+    # truth's launch, and this output is not.
+    [wrong] = varlen.repro(case, "cross_image_encoder_attention")
+    assert wrong.verdict == "FAIL", wrong.text
+    assert "whose output matches the reference; forward's does not" in wrong.text
+    # vLLM's binding refuses SGLang's keywords by its own qualified name;
+    # the plugin's class raises the same refusal under its own.
+    [refused] = varlen.repro(_case("vllm-softmax-scale-keyword-type-error"),
+                             "split_sdpa_encoder_attention")
+    assert refused.verdict == "PASS", refused.text
+    assert "SplitSdpaEncoderAttention.forward() got an unexpected keyword" in refused.text
+    result = varlen.run_property("Numerics", "cross_image_encoder_attention",
+                                 failures_dir=str(tmp_path))
+    assert not result["passed"], result
+
+
+def test_call_backends_name_a_profile_of_their_engine():
+    from varlen import _core
+
+    assert {e: tuple(p) for e, p in _core.engine_profiles().items()} == spec.ENGINE_PROFILES
+    with pytest.raises(ValueError, match="'TORCH_SDPA' is not one of sglang's"):
+        spec.CallBackend(name="x", make=object, profile="TORCH_SDPA")
+    with pytest.raises(ValueError, match="CallBackend.engine: 'tgi'"):
+        spec.CallBackend(name="x", make=object, profile="sdpa", engine="tgi")

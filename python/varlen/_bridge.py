@@ -202,6 +202,14 @@ class CallAdapter:
         return _device_problem(self.backend.capabilities.device)
 
     def _context(self, q, k, v, d, sdpa) -> spec.CallContext:
+        layer = d.get("vllm_layer")
+        if layer is not None:  # MMEncoderAttention(num_heads, head_size, scale, num_kv_heads)
+            return spec.CallContext(
+                num_heads=layer["num_heads"], num_kv_heads=layer["num_kv_heads"],
+                head_dim=layer["head_size"], head_dim_v=layer["head_size"], dtype=q.dtype,
+                device=q.device.type, profile=d["profile"], engine=self.backend.engine,
+                version=d["version"], entry=d["entry"], graph_mode=False,
+                softmax_scale=layer["scale"])
         return spec.CallContext(
             num_heads=int(q.shape[-2]), num_kv_heads=int(k.shape[-2]), head_dim=int(q.shape[-1]),
             head_dim_v=int(v.shape[-1]), dtype=q.dtype, device=q.device.type,
@@ -226,8 +234,11 @@ class CallAdapter:
         result = {"raised": None, "output": None, "device_events": None}
         with _SyncCounter(on_gpu) as syncs:
             try:
-                out = obj.forward(q, k, v, bsz=d["bsz"], seq_len=d["seq_len"],
-                                  cu_seqlens=m.value(d["cu_seqlens"]), **kwargs)
+                if self.backend.engine == "vllm":  # forward(query, key, value, **keywords)
+                    out = obj.forward(q, k, v, cu_seqlens=m.value(d["cu_seqlens"]), **kwargs)
+                else:
+                    out = obj.forward(q, k, v, bsz=d["bsz"], seq_len=d["seq_len"],
+                                      cu_seqlens=m.value(d["cu_seqlens"]), **kwargs)
                 if d["entry"] == "layer":
                     out.dim()  # what VisionAttention does with the result first
             except Exception as e:  # the engine's exception is the observation
@@ -246,7 +257,8 @@ class CallAdapter:
     def run_launch(self, q, k, v, o, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                    softmax_scale):
         """A ground-truth launch as the engine's plainest correct call: the
-        offsets and the max as keyword arguments, one batch item."""
+        offsets and the max as keyword arguments, one batch item (vLLM: the
+        layer's scale is the launch's, given at construction)."""
         del cu_seqlens_k, max_seqlen_k  # self-attention: one set of offsets
         torch = _torch()
         on_gpu = self.backend.capabilities.device == "cuda" and _cuda_available()
@@ -261,9 +273,16 @@ class CallAdapter:
             profile=self.backend.profile, engine=self.backend.engine,
             version=self.backend.version, entry="direct", graph_mode=False, flatten_batch=True,
             softmax_in_single_precision=False, softmax_scale=float(softmax_scale))
-        out = self.backend.make(ctx).forward(
-            tq, tk, tv, bsz=1, seq_len=tokens, cu_seqlens=cu.to(device=device, dtype=torch.int32),
-            max_seqlen=int(max_seqlen_q), softmax_scale=float(softmax_scale))
+        cu = cu.to(device=device, dtype=torch.int32)
+        if self.backend.engine == "vllm":
+            # A vLLM model's call: [1, T, H, D] and a 0-d host int32 max.
+            out = self.backend.make(ctx).forward(
+                tq[None], tk[None], tv[None], cu_seqlens=cu,
+                max_seqlen=torch.tensor(int(max_seqlen_q), dtype=torch.int32))
+        else:
+            out = self.backend.make(ctx).forward(
+                tq, tk, tv, bsz=1, seq_len=tokens, cu_seqlens=cu, max_seqlen=int(max_seqlen_q),
+                softmax_scale=float(softmax_scale))
         to[:tokens].copy_(out.reshape(to[:tokens].shape).to("cpu"))
 
 

@@ -13,9 +13,11 @@ Two kinds, each registered with one line (varlen.register):
   lengths ints and the scale a float.
 
 * CallBackend: an engine's own backend object, called as the engine calls it
-  (SGLang: forward(q, k, v, bsz, cu_seqlens=..., **kwargs)); the harness builds
-  each argument in the exact form a case names and judges what forward raises
-  or returns against faithful mode's prediction.
+  (SGLang's VisionAttention: forward(q, k, v, bsz, cu_seqlens=..., **kwargs);
+  vLLM's MMEncoderAttention: forward(query, key, value, cu_seqlens=...,
+  max_seqlen=..., sequence_lengths=...)); the harness builds each argument in
+  the exact form a case names and judges what forward raises or returns
+  against faithful mode's prediction.
 
 Nothing here imports the compiled core, so backend modules can be written and
 tested without it.
@@ -27,8 +29,13 @@ import dataclasses
 from typing import Any, Callable, Optional, Tuple
 
 DTYPES = ("float32", "float16", "bfloat16", "float64")
-PROFILES = ("flashinfer_cudnn", "fa3", "triton_attn", "sdpa", "fa4", "aiter_attn", "ascend_attn",
-            "amx_attn", "xpu_attn")
+# Each engine's calling conventions (its profiles), by the engine's name.
+ENGINE_PROFILES = {
+    "sglang": ("flashinfer_cudnn", "fa3", "triton_attn", "sdpa", "fa4", "aiter_attn",
+               "ascend_attn", "amx_attn", "xpu_attn"),
+    "vllm": ("FLASH_ATTN/fa2", "FLASH_ATTN/fa3", "TRITON_ATTN", "TORCH_SDPA", "FLASHINFER"),
+}
+PROFILES = tuple(p for profiles in ENGINE_PROFILES.values() for p in profiles)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +77,12 @@ class KernelBackend:
 
 @dataclasses.dataclass(frozen=True)
 class CallContext:
-    """What an engine's backend object is constructed from, per call."""
+    """What an engine's backend object is constructed from, per call.
+
+    For vLLM, num_heads, head_dim (head_size), num_kv_heads and softmax_scale
+    (scale, None for the default) are MMEncoderAttention's constructor
+    arguments, as the model built the layer.
+    """
 
     num_heads: int
     num_kv_heads: int
@@ -107,5 +119,10 @@ class CallBackend:
     description: str = ""
 
     def __post_init__(self):
-        if self.profile not in PROFILES:
-            raise ValueError(f"CallBackend.profile: {self.profile!r} is not one of {PROFILES}")
+        if self.engine not in ENGINE_PROFILES:
+            raise ValueError(f"CallBackend.engine: {self.engine!r} is not one of "
+                             f"{tuple(ENGINE_PROFILES)}")
+        profiles = ENGINE_PROFILES[self.engine]
+        if self.profile not in profiles:
+            raise ValueError(f"CallBackend.profile: {self.profile!r} is not one of {self.engine}'s "
+                             f"{profiles}")

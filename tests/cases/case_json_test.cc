@@ -484,7 +484,9 @@ TEST(ParseCaseTest, MergedHeadsOnlyForVllmBatchedLayouts) {
   EXPECT_EQ(ErrorFor(j), rule);
   j["engine"] = "vllm";
   j["call"]["profile"] = "FLASH_ATTN/fa2";
-  EXPECT_EQ(ErrorFor(j), rule);  // packed
+  EXPECT_EQ(ErrorFor(j),  // packed
+            "x.json: $.call.merged_heads: [bsz, seq_len, H * D] is vLLM's form of a batched "
+            "layout: use layout \"batched\" or \"batched_fused_qkv\"");
   j["call"]["layout"] = "batched";
   j["call"]["seq_len"] = 8;
   EXPECT_EQ(ErrorFor(j), "OK");

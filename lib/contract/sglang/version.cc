@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "resolve_internal.h"
 #include "varlen/contract/engine.h"
 
 namespace varlen {
@@ -39,7 +40,10 @@ const EngineModel& SglangModel() {
                                      .name = "sglang",
                                      .title = "SGLang",
                                      .versions = kNames,
-                                     .aliases = kAliases};
+                                     .aliases = kAliases,
+                                     .resolve = &internal::ResolveSglangCall,
+                                     .backend_call = &internal::SglangBackendCall,
+                                     .default_softmax_scale = &internal::SglangDefaultSoftmaxScale};
   return kModel;
 }
 

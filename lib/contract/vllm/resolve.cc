@@ -14,6 +14,7 @@
 // launch, whatever would give a wrong one.
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -66,37 +67,6 @@ OpSchema SchemaOf(Profile profile) {
               "cu_seqlens=None, Tensor? max_seqlen=None) -> Tensor",
               7, 8, -1};
   }
-}
-
-// repr() of a small 0-d or 1-d integer or bool tensor as torch prints it
-// ("tensor([ 0,  4, 10], device='cuda:0', dtype=torch.int32)"); unset for
-// anything else (float formatting, line wrapping and nesting are torch's
-// printer's, not modelled).
-std::optional<std::string> TorchRepr(const Tensor& t) {
-  const bool is_bool = t.dtype() == DType::kBool;
-  if ((!IsIntegral(t.dtype()) && !is_bool) || t.dim() > 1 || t.numel() == 0 || !t.has_storage()) {
-    return std::nullopt;
-  }
-  std::vector<std::string> items;
-  size_t width = 0;
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    const int64_t v = t.IntAtLogical(i);
-    items.push_back(is_bool ? (v != 0 ? "True" : "False") : absl::StrCat(v));
-    width = std::max(width, items.back().size());
-  }
-  if (items.size() * (width + 2) > 72) return std::nullopt;  // torch wraps the line
-  std::string body;
-  if (t.dim() == 0) {
-    body = items[0];
-  } else {
-    for (std::string& item : items) item.insert(0, width - item.size(), ' ');
-    body = absl::StrCat("[", absl::StrJoin(items, ", "), "]");
-  }
-  std::string repr = absl::StrCat("tensor(", body);
-  if (t.device() != Device::kCpu) absl::StrAppend(&repr, ", device='cuda:0'");
-  if (t.dtype() != DType::kInt64 && !is_bool)
-    absl::StrAppend(&repr, ", dtype=torch.", DTypeName(t.dtype()));
-  return absl::StrCat(repr, ")");
 }
 
 // repr() of a Python value as the dispatcher quotes it; unset where a
@@ -711,8 +681,8 @@ absl::StatusOr<ResolvedArgs> HardenedFlashinfer(const ResolveContext& ctx) {
   return resolved;
 }
 
-}  // namespace
-
+// The profile's resolver: the arguments and the q, k and v the kernel
+// receives.
 absl::StatusOr<ResolvedArgs> ResolveVllm(const ResolveContext& ctx, Profile profile) {
   VARLEN_RETURN_IF_ERROR(CheckKeywords(ctx.call));
   if (ctx.hardened()) {
@@ -740,6 +710,28 @@ absl::StatusOr<ResolvedArgs> ResolveVllm(const ResolveContext& ctx, Profile prof
     default:
       return FaithfulFlashOrTriton(ctx, profile);
   }
+}
+
+}  // namespace
+
+// MMEncoderAttention is vLLM's only entry: it takes the caller's arguments as
+// they are, and the resolver says what the kernel receives.
+absl::StatusOr<ResolvedArgs> ResolveVllmCall(const AttentionCall& call, Profile profile, Mode mode,
+                                             Resolution* record) {
+  const ResolveContext ctx{call, LookedUpKwargs(call.kwargs), mode,
+                           BehaviorOf(kLatestSglangVersion), &record->notes};
+  absl::StatusOr<ResolvedArgs> args = ResolveVllm(ctx, profile);
+  // Only a call that went through has read all it will read. forward_cuda
+  // names its keywords and refuses others (CheckKeywords).
+  if (args.ok()) record->unread_keywords = ctx.kwargs.NeverLookedUp();
+  return args;
+}
+
+AttentionCall VllmBackendCall(const AttentionCall& call, Profile) { return call; }
+
+// MMEncoderAttention's constructor: 1.0 / (head_size**0.5).
+double VllmDefaultSoftmaxScale(Profile, int64_t head_dim) {
+  return 1.0 / std::pow(static_cast<double>(head_dim), 0.5);
 }
 
 }  // namespace varlen::internal

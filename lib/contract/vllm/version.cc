@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "resolve_internal.h"
 #include "varlen/contract/engine.h"
 
 namespace varlen {
@@ -17,8 +18,14 @@ absl::StatusOr<VllmVersion> ParseVllmVersion(absl::string_view name) {
 const EngineModel& VllmModel() {
   // In the order of VllmVersion.
   static constexpr absl::string_view kNames[] = {"0.33.0"};
-  static const EngineModel kModel = {
-      .engine = Engine::kVllm, .name = "vllm", .title = "vLLM", .versions = kNames, .aliases = {}};
+  static const EngineModel kModel = {.engine = Engine::kVllm,
+                                     .name = "vllm",
+                                     .title = "vLLM",
+                                     .versions = kNames,
+                                     .aliases = {},
+                                     .resolve = &internal::ResolveVllmCall,
+                                     .backend_call = &internal::VllmBackendCall,
+                                     .default_softmax_scale = &internal::VllmDefaultSoftmaxScale};
   return kModel;
 }
 

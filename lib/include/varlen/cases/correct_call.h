@@ -18,18 +18,17 @@ namespace varlen {
 // The token offsets [0, l0, l0+l1, ...] of `lengths`.
 std::vector<int64_t> OffsetsOf(const std::vector<int64_t>& lengths);
 
-// Whether a correct call in `profile` can carry geometry `g`:
-// flashinfer_cudnn offsets q, k and v with one per-token width (no GQA, no
-// distinct value head dim); SGLang's sdpa reshapes v with q's head dim and
-// broadcasts one KV head; ascend_attn's kernel is given one head dim;
+// Whether a correct call in `profile` can carry geometry `g` (each engine
+// says, in engine_calls.h): for example flashinfer_cudnn offsets q, k and v
+// with one per-token width (no GQA, no distinct value head dim), and
 // amx_attn drops any softmax_scale but its kernel's default.
 bool ProfileCanCarry(Profile profile, const Geometry& g);
 
-// Whether q, k and v may be views of one fused projection output
-// (QLayout::kFusedQkv) in a correct call: the kernels that read strides
-// (the flash_attn_varlen_func family, triton_attn), with one head dim for
-// q, k and v.
+// Whether q, k and v may be views of one fused projection output in a
+// correct call (the kernels that read strides, with one head dim for q, k
+// and v), and the layout they then take (FusedQkvLayout).
 bool ProfileTakesFusedQkv(Profile profile, const Geometry& g);
+QLayout FusedQkvLayout(Profile profile);
 
 // Sets c->call to the correct arguments for c->geometry in `profile`
 // (prepared metadata or keyword arguments where the profile has both; a

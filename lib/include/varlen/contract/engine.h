@@ -3,9 +3,10 @@
 //
 // The engines whose calling conventions the contract models, each a module
 // of its own. An engine (SGLang, vLLM) describes itself once, in its folder
-// (lib/contract/<engine>/version.cc): its names and its modelled versions,
-// as an EngineModel (its profiles: ProfilesOf in call.h). The case format, the reports, the
-// CLI and the generators ask the engine's model instead of switching on the
+// (lib/contract/<engine>/version.cc), as an EngineModel: its names, its
+// modelled versions, and how its entry resolves a call (its profiles:
+// ProfilesOf in call.h). Resolve(), the case format, the reports, the CLI
+// and the generators ask the engine's model instead of switching on the
 // engine, and a case or a call carries one EngineVersion, whichever engine
 // it belongs to. What an engine's resolvers read of its version stays typed
 // (SglangVersion and its SglangBehavior, VllmVersion).
@@ -13,6 +14,7 @@
 #ifndef VARLEN_CONTRACT_ENGINE_H_
 #define VARLEN_CONTRACT_ENGINE_H_
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -24,6 +26,12 @@
 #include "varlen/contract/vllm/version.h"
 
 namespace varlen {
+
+enum class Profile;
+enum class Mode;
+struct AttentionCall;
+struct ResolvedArgs;
+struct Resolution;
 
 // The inference engine whose calling convention a profile models.
 enum class Engine {
@@ -83,6 +91,18 @@ struct EngineModel {
   absl::Span<const absl::string_view> versions;
   // Other names of a version (a commit's full hash): (alias, index).
   absl::Span<const std::pair<absl::string_view, int>> aliases;
+
+  // The engine's entry and resolvers, for one of its profiles (resolve.h):
+  // what the kernel receives, with the path taken, the keywords nothing
+  // read and whatever the entry added recorded in `record` (its events are
+  // the caller's to collect).
+  absl::StatusOr<ResolvedArgs> (*resolve)(const AttentionCall& call, Profile profile, Mode mode,
+                                          Resolution* record);
+  // The call a backend's forward() receives from the engine's entry, as a
+  // direct call (BackendCallOf).
+  AttentionCall (*backend_call)(const AttentionCall& call, Profile profile);
+  // The scale `profile`'s code computes when handed None (DefaultSoftmaxScale).
+  double (*default_softmax_scale)(Profile profile, int64_t head_dim);
 };
 
 // The model of `engine`: the one place that switches on the engine.
