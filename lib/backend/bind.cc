@@ -5,6 +5,7 @@
 #include <limits>
 #include <tuple>
 
+#include "absl/numeric/int128.h"
 #include "absl/strings/str_cat.h"
 #include "core/tensor_ops.h"
 #include "varlen/core/status.h"
@@ -516,8 +517,8 @@ absl::StatusOr<int64_t> CheckSglangFa3Entry(const ResolvedArgs& call, const Flas
   return *max;
 }
 
-// aiter_attn, amx_attn and xpu_attn: their kernels' entry checks are not
-// read from a source here. The launch is predicted only for the
+// amx_attn and xpu_attn: their kernels' entry checks are not read from a
+// source here. The launch is predicted only for the
 // arguments their engine's own path hands them: a 1-d int32 cu_seqlens,
 // contiguous, on q's device; an int max_seqlen (mha_fwd-style C int);
 // fp16 or bf16 q, k and v of one dtype, [T, H, D] each, with one head size,
@@ -534,7 +535,8 @@ absl::StatusOr<int64_t> CheckUnreadFlashEntry(const ResolvedArgs& call,
                      "response is not modelled"));
   };
   VARLEN_RETURN_IF_ERROR(args.scale_not_modelled);
-  if (args.scale_kind != Value::Kind::kNone && args.scale_kind != Value::Kind::kFloat) {
+  if (const Value::Kind kind = args.scale_argument.kind();
+      kind != Value::Kind::kNone && kind != Value::Kind::kFloat) {
     return not_modelled("a softmax_scale that is not a float");
   }
   if (!cu_seqlens.is_tensor()) {
@@ -577,6 +579,234 @@ absl::StatusOr<int64_t> CheckUnreadFlashEntry(const ResolvedArgs& call,
                                      ShapeToString(call.k.shape()), ", ",
                                      ShapeToString(call.v.shape())));
   }
+  return max;
+}
+
+// aiter's two ops as aiter/jit/utils/torch_guard.py registers them (the
+// schemas its generate_schema makes of the stubs at mha.py:929 and 1029).
+constexpr absl::string_view kAiterMhaVarlenFwd =
+    "aiter::mha_varlen_fwd(Tensor(a0!) q, Tensor(a1!) k, Tensor(a2!) v, Tensor(a3!) "
+    "cu_seqlens_q, Tensor(a4!)? cu_seqlens_k, SymInt max_seqlen_q, SymInt max_seqlen_k, SymInt "
+    "min_seqlen_q, float dropout_p, float softmax_scale, float logits_soft_cap, bool "
+    "zero_tensors, bool is_causal, SymInt window_size_left, SymInt window_size_right, SymInt "
+    "sink_size, bool return_softmax_lse, bool return_dropout_randval, Tensor(a18!)? out=None, "
+    "Tensor(a19!)? block_table=None, Tensor(a20!)? bias=None, Tensor(a21!)? alibi_slopes=None, "
+    "Tensor(a22!)? q_descale=None, Tensor(a23!)? k_descale=None, Tensor(a24!)? v_descale=None, "
+    "Generator? gen=None, Tensor(a26!)? cu_seqlens_q_padded=None, Tensor(a27!)? "
+    "cu_seqlens_k_padded=None, Tensor(a28!)? sink_ptr=None) -> (Tensor, Tensor, Tensor, Tensor)";
+constexpr absl::string_view kAiterFmhaV3VarlenFwd =
+    "aiter::fmha_v3_varlen_fwd(Tensor(a0!) q, Tensor(a1!) k, Tensor(a2!) v, Tensor(a3!) "
+    "cu_seqlens_q, Tensor(a4!) cu_seqlens_k, SymInt max_seqlen_q, SymInt max_seqlen_k, SymInt "
+    "min_seqlen_q, float dropout_p, float softmax_scale, float logits_soft_cap, bool "
+    "zero_tensors, bool is_causal, SymInt window_size_left, SymInt window_size_right, bool "
+    "return_softmax_lse, bool return_dropout_randval, SymInt how_v3_bf16_cvt, Tensor(a18!)? "
+    "out=None, Tensor(a19!)? block_table=None, Tensor(a20!)? bias=None, Tensor(a21!)? "
+    "alibi_slopes=None, Tensor(a22!)? q_descale=None, Tensor(a23!)? k_descale=None, "
+    "Tensor(a24!)? v_descale=None, Generator? gen=None, Tensor(a26!)? cu_seqlens_q_padded=None, "
+    "Tensor(a27!)? cu_seqlens_k_padded=None) -> (Tensor, Tensor, Tensor, Tensor)";
+
+// Whether the dispatcher's quote of `value` is modelled: Python scalars,
+// host tensors TorchRepr prints, and lists of those (a device tensor's repr
+// and an engine class's are not).
+bool Quotable(const Value& value) {
+  switch (value.kind()) {
+    case Value::Kind::kTensor:
+      return value.as_tensor().device() == Device::kCpu;
+    case Value::Kind::kList: {
+      const std::vector<Value>& items = value.as_list();
+      return std::all_of(items.begin(), items.end(), Quotable);
+    }
+    case Value::Kind::kSingletonCache:
+      return false;
+    default:
+      return true;
+  }
+}
+
+// torch's dispatcher refusing `value` for an op's `expected` argument (a
+// Python int for SymInt, float for float), with pybind11's cast line. Not
+// modelled where the quoted value would print a device tensor, or a class
+// whose module path is its engine's.
+absl::Status OpTypeError(absl::string_view declaration, absl::string_view argument, int position,
+                         absl::string_view expected, const Value& value) {
+  const std::optional<std::string> repr = internal::DispatcherRepr(value);
+  absl::string_view python_class;
+  switch (value.kind()) {
+    case Value::Kind::kFloat:
+      python_class = "float";
+      break;
+    case Value::Kind::kStr:
+      python_class = "str";
+      break;
+    case Value::Kind::kList:
+      python_class = "list";
+      break;
+    case Value::Kind::kTensor:
+      python_class = "torch.Tensor";
+      break;
+    default:
+      break;
+  }
+  if (!repr.has_value() || python_class.empty() || !Quotable(value)) {
+    return absl::UnimplementedError(absl::StrCat(
+        "the dispatcher refuses ", argument, "=", value.Repr(),
+        " and quotes it as torch prints it: that printing is not modelled for this value"));
+  }
+  const absl::string_view op = declaration.substr(0, declaration.find('('));
+  return RuntimeError(absl::StrCat(
+      op, "() Expected a value of type '", expected, "' for argument '", argument,
+      "' but instead found type '", value.TypeName(), "'.\nPosition: ", position,
+      "\nValue: ", *repr, "\nDeclaration: ", declaration,
+      "\nCast error details: Unable to cast Python instance of type <class '", python_class,
+      "'> to C++ type '?' (#define PYBIND11_DETAILED_ERROR_MESSAGES or compile in debug mode "
+      "for details)"));
+}
+
+// Python's int() of a float, as aiter's host arithmetic takes it.
+absl::StatusOr<int64_t> PythonIntOfFloat(double value) {
+  if (std::isnan(value)) {
+    return PythonError(PyErrorKind::kValueError, "cannot convert float NaN to integer");
+  }
+  if (std::isinf(value)) {
+    return PythonError(PyErrorKind::kOverflowError, "cannot convert float infinity to integer");
+  }
+  if (std::abs(value) >= 9.2e18) {
+    return absl::UnimplementedError("int() of a float beyond 64 bits: not modelled");
+  }
+  return static_cast<int64_t>(value);
+}
+
+// aiter as SGLang 0.5.23's aiter_attn calls it, on an MI300 (gfx942), where
+// SGLang picks aiter_attn: ROCm/aiter c16d44b9 (the commit SGLang's ROCm
+// image pins), aiter/ops/mha.py flash_attn_varlen_func up to the C++ entry
+// of CK's mha_varlen_fwd (csrc/py_itfs_ck/mha_varlen_fwd_kernels.cu) or of
+// the assembly kernel's fmha_v3_varlen_fwd (csrc/py_itfs_cu/
+// asm_mha_varlen_fwd.cu); "mha:", "ck:" and "v3:" below are those files'
+// lines. Returns max_seqlen_k, which the kernel reads as an int; at most 0,
+// the kernel zero-fills the output. Which kernel CK's generated code then
+// selects is not read: the launch is assumed.
+absl::StatusOr<int64_t> CheckAiterEntry(const ResolvedArgs& call, const FlashVarlenArgs& args) {
+  auto not_modelled = [](absl::string_view what) {
+    return absl::UnimplementedError(
+        absl::StrCat("aiter.flash_attn_varlen_func() given ", what, ": not modelled"));
+  };
+  const Tensor &q = call.q, &k = call.k, &v = call.v;
+  if (q.dim() != 3 || k.dim() != 3 || v.dim() != 3) {
+    return not_modelled("q, k or v of other than three dimensions");
+  }
+  // mha:3278-3282: q and k are padded by q's amount, v by its own, to
+  // multiples of 8 (fresh contiguous tensors).
+  auto padded = [](int64_t d) { return d % 8 == 0 ? d : d + 8 - d % 8; };
+  const int64_t hdim_q = padded(q.size(2)), hdim_v = padded(v.size(2));
+  const int64_t hdim_k = k.size(2) + (hdim_q - q.size(2));
+  // mha:2802: batch_size = cu_seqlens_q.numel() - 1.
+  if (!args.cu_seqlens.is_tensor()) {
+    return PythonError(
+        PyErrorKind::kAttributeError,
+        absl::StrCat("'", args.cu_seqlens.TypeName(), "' object has no attribute 'numel'"));
+  }
+  const Tensor& cu = args.cu_seqlens.as_tensor();
+  const int64_t batch = cu.numel() - 1;
+  // mha:2812-2814: the window and sink clamps compare max_seqlen_k with
+  // ints and take the truth of the result.
+  const Value& max_seqlen = args.max_seqlen;
+  switch (max_seqlen.kind()) {
+    case Value::Kind::kInt:
+    case Value::Kind::kBool:
+    case Value::Kind::kFloat:
+      break;
+    case Value::Kind::kTensor:
+      // The truth of a comparison with a tensor of other than one element.
+      if (const int64_t n = max_seqlen.as_tensor().numel(); n != 1) {
+        return RuntimeError(n == 0 ? "Boolean value of Tensor with no values is ambiguous"
+                                   : "Boolean value of Tensor with more than one value is "
+                                     "ambiguous");
+      }
+      return not_modelled(absl::StrCat("max_seqlen_k=", max_seqlen.Repr(),
+                                       " (a one-element tensor, which the op's SymInt takes)"));
+    default:
+      return PythonError(PyErrorKind::kTypeError,
+                         absl::StrCat("'>=' not supported between instances of 'int' and '",
+                                      max_seqlen.TypeName(), "'"));
+  }
+  const int64_t heads = q.size(1), kv_heads = v.size(1);  // mha:2801, 2804: v's heads
+  if (kv_heads == 0 || k.size(1) == 0) return not_modelled("k or v without heads");
+  const bool bf16 = q.dtype() == DType::kBFloat16;
+  // mha:2838-2861: the assembly kernel takes bf16 with (D, D_v) of (128, 128)
+  // or (192, 128), heads dividing, and for (192, 128) k and v spanning less
+  // than 2**32 bytes at int(max_seqlen_k) rows (mha:28-29, strides after the
+  // padding and maybe_contiguous, mha:1708).
+  bool assembly =
+      bf16 && hdim_v == 128 && (hdim_q == 128 || hdim_q == 192) && heads % kv_heads == 0;
+  if (assembly && hdim_q == 192) {
+    int64_t rows = 0;
+    if (max_seqlen.kind() == Value::Kind::kFloat) {
+      VARLEN_ASSIGN_OR_RETURN(rows, PythonIntOfFloat(max_seqlen.as_float()));
+    } else {
+      rows = max_seqlen.kind() == Value::Kind::kInt ? max_seqlen.as_int() : max_seqlen.as_bool();
+    }
+    // A padded tensor is a fresh contiguous one; maybe_contiguous copies one
+    // whose last stride is not 1 unless torch calls it contiguous already.
+    auto token_stride = [](const Tensor& t, int64_t head_dim) {
+      const bool fresh = head_dim != t.size(2) || (t.strides().back() != 1 && !t.is_contiguous());
+      return fresh ? t.size(1) * head_dim : t.strides()[0];
+    };
+    const int64_t element = static_cast<int64_t>(DTypeSize(q.dtype()));
+    for (const auto& [t, head_dim] :
+         {std::pair<const Tensor*, int64_t>{&k, hdim_k}, {&v, hdim_v}}) {
+      const absl::int128 bytes = absl::int128(rows) * token_stride(*t, head_dim) * element;
+      if (bytes >= (absl::int128(1) << 32)) assembly = false;
+    }
+  }
+  // The op's type gate (torch_guard.py:292-296): its SymInt takes a Python
+  // int or bool, its float a float, int or bool. Whatever it refuses, its
+  // message is not modelled while a device tensor is among the arguments.
+  const absl::string_view op = assembly ? kAiterFmhaV3VarlenFwd : kAiterMhaVarlenFwd;
+  const bool refused = max_seqlen.kind() == Value::Kind::kFloat || !args.scale_not_modelled.ok();
+  if (refused && args.scale_argument.is_tensor() &&
+      args.scale_argument.as_tensor().device() != Device::kCpu) {
+    return not_modelled("a type error of the op's dispatcher among device tensors");
+  }
+  if (max_seqlen.kind() == Value::Kind::kFloat) {
+    return OpTypeError(op, "max_seqlen_q", 5, "int", max_seqlen);
+  }
+  if (!args.scale_not_modelled.ok()) {
+    return OpTypeError(op, "softmax_scale", 9, "float", args.scale_argument);
+  }
+  const int64_t max =
+      max_seqlen.kind() == Value::Kind::kInt ? max_seqlen.as_int() : max_seqlen.as_bool();
+  // mha:765-775: CK builds fp16 and bf16 alone.
+  if (!assembly && q.dtype() != DType::kFloat16 && !bf16) {
+    return CapabilityLimit("Unsupported dtype for MHA", PyErrorKind::kNotImplementedError);
+  }
+  // The pybind11 call narrows max_seqlen to a C int.
+  if (max < std::numeric_limits<int32_t>::min() || max > std::numeric_limits<int32_t>::max()) {
+    return not_modelled(absl::StrCat("max_seqlen_k=", max, " beyond a C int"));
+  }
+  // ck:392-513 / v3:273-389, in that order.
+  if (k.dtype() != q.dtype()) return CapabilityLimit("query and key must have the same dtype");
+  if (v.dtype() != q.dtype()) return CapabilityLimit("query and value must have the same dtype");
+  if (cu.dtype() != DType::kInt32) return RuntimeError("cu_seqlens_q must have dtype int32");
+  for (const auto& [t, name] : {std::pair<const Tensor*, const char*>{&q, "q"},
+                                {&k, "k"},
+                                {&v, "v"},
+                                {&cu, "cu_seqlens_q"}}) {
+    if (t->device() != Device::kCuda) return RuntimeError(absl::StrCat(name, " must be on CUDA"));
+  }
+  if (!cu.is_contiguous()) return RuntimeError("cu_seqlens_q must be contiguous");
+  if (batch <= 0) return RuntimeError("batch size must be postive");  // aiter's spelling
+  if (hdim_q > 256 || hdim_v > 256) {
+    return CapabilityLimit("CK only supports head dimension at most 256");
+  }
+  if (heads % k.size(1) != 0) {
+    return CapabilityLimit("Number of heads in key/value must divide number of heads in query");
+  }
+  if (hdim_k != hdim_q)
+    return RuntimeError("k must have shape (total_k, num_heads_k, head_size_q)");
+  if (v.size(0) != k.size(0) || v.size(1) != k.size(1)) {
+    return RuntimeError("v must have shape (total_k, num_heads_k, head_size_v)");
+  }
+  if (cu.dim() != 1) return RuntimeError("cu_seqlens_q must have shape (batch_size + 1)");
   return max;
 }
 
@@ -702,7 +932,8 @@ absl::StatusOr<bool> CheckFa4Entry(const ResolvedArgs& call, const FlashVarlenAr
   // if:1350 on: the compile converts the arguments.
   if (head_dim_v == 512) return not_modelled("the MLA head sizes (x, 512) without qv");
   VARLEN_RETURN_IF_ERROR(args.scale_not_modelled);
-  if (args.scale_kind != Value::Kind::kNone && args.scale_kind != Value::Kind::kFloat) {
+  if (const Value::Kind kind = args.scale_argument.kind();
+      kind != Value::Kind::kNone && kind != Value::Kind::kFloat) {
     return not_modelled("a softmax_scale that is not a float");
   }
   for (const Tensor* t : {&q, &k, &v}) {
@@ -739,6 +970,14 @@ absl::StatusOr<KernelCall> BindFlashVarlen(const ResolvedArgs& call, const Flash
         // The kernel's tile scheduler reads cu_seqlens alone: max_seqlen only
         // sizes host-side heuristics, so it limits no rows.
         return LaunchFlashVarlen(call, args, args.cu_seqlens.as_tensor(), std::nullopt);
+      }
+      case SglangEntry::kAiter: {
+        VARLEN_ASSIGN_OR_RETURN(const int64_t max_seqlen, CheckAiterEntry(call, args));
+        if (max_seqlen <= 0) {  // ck:579 / v3:453
+          return KernelCallBuilder(call.q, call.k, call.v, args.scale, call.q.dtype())
+              .Finish("aiter: max_seqlen_k <= 0, the output is zero-filled");
+        }
+        return LaunchFlashVarlen(call, args, args.cu_seqlens.as_tensor(), max_seqlen);
       }
       case SglangEntry::kUnread: {
         VARLEN_ASSIGN_OR_RETURN(const int64_t max_seqlen, CheckUnreadFlashEntry(call, args));

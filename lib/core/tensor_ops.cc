@@ -206,4 +206,16 @@ std::optional<std::string> TorchRepr(const Tensor& t) {
   return absl::StrCat(repr, ")");
 }
 
+std::optional<std::string> DispatcherRepr(const Value& value) {
+  if (value.is_tensor()) return TorchRepr(value.as_tensor());
+  if (value.kind() != Value::Kind::kList) return value.Repr();
+  std::vector<std::string> items;
+  for (const Value& item : value.as_list()) {
+    std::optional<std::string> repr = DispatcherRepr(item);
+    if (!repr.has_value()) return std::nullopt;
+    items.push_back(*repr);
+  }
+  return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
+}
+
 }  // namespace varlen::internal

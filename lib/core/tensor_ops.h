@@ -67,6 +67,10 @@ Tensor PadTo(const Tensor& t, int64_t length, int64_t fill);
 // wrapping and nesting are torch's printer's, not modelled).
 std::optional<std::string> TorchRepr(const Tensor& t);
 
+// repr() of a Python value as torch's dispatcher quotes it in a type error
+// ("Value: ..."); unset where a tensor inside it is beyond TorchRepr.
+std::optional<std::string> DispatcherRepr(const Value& value);
+
 }  // namespace varlen::internal
 
 #endif  // VARLEN_LIB_CORE_TENSOR_OPS_H_

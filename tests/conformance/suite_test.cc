@@ -180,8 +180,13 @@ TEST(SuiteTest, RcParamsOverrideTheTier) {
       RunProperty("SequencePermutation", *FindBackend("cpu_flash"), Smoke("SequencePermutation"));
   unsetenv("RC_PARAMS");
   EXPECT_TRUE(result.passed) << result.message;
-  // max_success counts the short cases; the long ones keep the tier's count.
-  EXPECT_EQ(result.executed - result.long_executed, 7);
+  // max_success counts the short cases RapidCheck draws (a geometry the
+  // kernel refuses is drawn and never run); the long ones keep the tier's
+  // count, and the tier's own count of short ones is far above 7.
+  const int64_t short_executed = result.executed - result.long_executed;
+  EXPECT_GT(short_executed, 0);
+  EXPECT_LE(short_executed, 7);
+  EXPECT_GT(Smoke("SequencePermutation").budget.cases, 7);
   EXPECT_EQ(result.long_executed, BudgetFor("SequencePermutation", Tier::kSmoke).long_cases);
   EXPECT_THAT(result.params_note, HasSubstr("max_success=7"));
 }

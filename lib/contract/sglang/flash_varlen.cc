@@ -81,6 +81,8 @@ FlashVarlenArgs::SglangEntry EntryOf(Profile profile) {
       return FlashVarlenArgs::SglangEntry::kFa3;
     case Profile::kFa4:
       return FlashVarlenArgs::SglangEntry::kFa4;
+    case Profile::kAiterAttn:
+      return FlashVarlenArgs::SglangEntry::kAiter;
     default:
       return FlashVarlenArgs::SglangEntry::kUnread;
   }
@@ -164,7 +166,7 @@ absl::StatusOr<FlashVarlenArgs> ResolveFaithful(const ResolveContext& ctx, Profi
     args.max_seqlen = Value::Int(max);
   }
   if (rules.passes_scale) {
-    args.scale_kind = ctx.kwargs.get("softmax_scale").kind();
+    args.scale_argument = ctx.kwargs.get("softmax_scale");
     VARLEN_RETURN_IF_ERROR(ResolveKernelScale(ctx, profile, args.scale, args.scale_not_modelled));
   } else {
     if (!ctx.kwargs.get("softmax_scale").is_none()) {

@@ -69,20 +69,6 @@ OpSchema SchemaOf(Profile profile) {
   }
 }
 
-// repr() of a Python value as the dispatcher quotes it; unset where a
-// tensor inside it is beyond TorchRepr.
-std::optional<std::string> DispatcherRepr(const Value& value) {
-  if (value.is_tensor()) return TorchRepr(value.as_tensor());
-  if (value.kind() != Value::Kind::kList) return value.Repr();
-  std::vector<std::string> items;
-  for (const Value& item : value.as_list()) {
-    std::optional<std::string> repr = DispatcherRepr(item);
-    if (!repr.has_value()) return std::nullopt;
-    items.push_back(*repr);
-  }
-  return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
-}
-
 // The dispatcher's refusal of a non-tensor for a Tensor? argument.
 absl::Status GateError(const OpSchema& op, absl::string_view argument, int position,
                        const Value& value) {

@@ -68,15 +68,16 @@ struct FlashVarlenArgs {
   // dtype). 0 for SGLang's kernels, whose entry is `sglang_entry`.
   int fa_version = 0;
   enum class SglangEntry {
-    kUnread,  // entry checks not read from a source (aiter, amx, xpu)
+    kUnread,  // entry checks not read from a source (amx, xpu)
     kFa3,     // FA3's mha_fwd behind the wrapper of the build SGLang loads
     kFa4,     // FA4's CuTe interface as SGLang vendors it (on sm100)
+    kAiter,   // aiter's flash_attn_varlen_func to CK's or the assembly's entry (gfx942)
   };
   SglangEntry sglang_entry = SglangEntry::kUnread;
   // Faithful mode's softmax_scale as the caller passed it. A non-number is
   // refused or taken at the kernel's entry, in its own order
   // (`scale_not_modelled`); a float, int or bool has `scale`.
-  Value::Kind scale_kind = Value::Kind::kNone;
+  Value scale_argument;
   absl::Status scale_not_modelled;
 };
 
