@@ -10,7 +10,11 @@
 #include "nlohmann/json.hpp"
 #include "varlen/backend/registry.h"
 #include "varlen/cases/case_json.h"
+#include "varlen/cases/correct_call.h"
+#include "varlen/cases/engine_calls.h"
 #include "varlen/cases/executor.h"
+#include "varlen/cases/report.h"
+#include "varlen/contract/resolve.h"
 
 namespace varlen {
 namespace {
@@ -38,6 +42,44 @@ json VllmCase() {
 std::string ErrorFor(const json& j) {
   absl::StatusOr<Case> c = ParseCase(j.dump(), "x.json");
   return c.ok() ? "OK" : std::string(c.status().message());
+}
+
+// Each engine is a module: its hooks are all there, and the correct call it
+// makes for each of its profiles is a valid case that its own entry resolves.
+TEST(EngineModuleTest, EveryEngineAnswersEveryHook) {
+  Geometry g;
+  g.seq_lens = {5, 3};
+  g.num_heads = g.num_kv_heads = 2;
+  g.head_dim = g.head_dim_v = 16;
+  g.dtype = DType::kBFloat16;
+  for (Engine engine : AllEngines()) {
+    const EngineModel& model = ModelOf(engine);
+    const EngineCalls& calls = CallsOf(engine);
+    ASSERT_NE(model.resolve, nullptr) << model.name;
+    ASSERT_NE(model.backend_call, nullptr) << model.name;
+    ASSERT_NE(model.default_softmax_scale, nullptr) << model.name;
+    ASSERT_NE(calls.validate, nullptr) << model.name;
+    ASSERT_NE(calls.can_carry, nullptr) << model.name;
+    ASSERT_NE(calls.takes_fused_qkv, nullptr) << model.name;
+    ASSERT_NE(calls.set_correct_call, nullptr) << model.name;
+    for (Profile profile : ProfilesOf(engine)) {
+      ASSERT_TRUE(ProfileCanCarry(profile, g)) << ProfileName(profile);
+      for (const bool prepared : {false, true}) {
+        Case c;
+        c.name = "hook";
+        c.source = "unit test";
+        c.geometry = g;
+        SetCorrectCall(&c, profile, prepared);
+        EXPECT_EQ(c.engine(), engine);
+        const absl::StatusOr<Case> read = ParseCase(WriteCase(c), "hook.json");
+        ASSERT_TRUE(read.ok()) << ProfileName(profile) << ": " << read.status();
+        const Outcome outcome = RunCase(*read, *FindBackend("cpu_reference"));
+        EXPECT_EQ(outcome.verdict, Verdict::kPass)
+            << ProfileName(profile) << (prepared ? " prepared" : "") << "\n"
+            << FormatOutcomeText(*read, "hook.json", outcome);
+      }
+    }
+  }
 }
 
 TEST(VllmCaseTest, ReadsAndRoundTrips) {
