@@ -60,6 +60,8 @@ ABSL_FLAG(std::string, save, "",
           "repro: write q, k, v, the float64 reference and each backend's output of every case "
           "that runs forward as .npy files under DIR/<case name>/");
 ABSL_FLAG(std::string, vllm, "", "run every vLLM case under this vLLM version (0.33.0)");
+ABSL_FLAG(std::string, transformers, "",
+          "run every transformers case under this transformers version (4.57.6, 5.14.1, 5.25.0)");
 ABSL_FLAG(std::string, engine, "",
           "sglang or vllm: run each case as that engine's counterpart call; all: run both and "
           "print what differs");
@@ -126,13 +128,14 @@ const std::vector<CommandHelp>& Commands() {
        "repro FILE|DIR... [--backend=NAME[,NAME...]|all] [--sglang=VERSION|all]",
        "Runs each case file (or every case of a folder) on each chosen backend and prints,\n"
        "per run, what was passed, what resolution did, the outcome and the verdict, then\n"
-       "one summary line. --sglang/--vllm run every case under that engine version\n"
-       "(--sglang=all: every modelled version, and where the outcome differs); --engine\n"
+       "one summary line. --sglang/--vllm/--transformers run every case under that\n"
+       "engine version (--sglang=all: every modelled version, and where the outcome\n"
+       "differs); --engine\n"
        "runs each case as the other engine's counterpart call. --backend also takes a\n"
        "mutant's name. Exit status: 0 when every case met its expectation, 1 when one\n"
        "did not, 2 for an invalid case file or a usage error.",
-       {"backend", "sglang", "vllm", "engine", "json", "brief", "save", "times", "load",
-        "in_process", "deadline_s", "worker_memory_mb"}},
+       {"backend", "sglang", "vllm", "transformers", "engine", "json", "brief", "save", "times",
+        "load", "in_process", "deadline_s", "worker_memory_mb"}},
       {"backends",
        "backends",
        "Lists the backends with their capabilities and whether they are available here.",
@@ -437,12 +440,13 @@ int Repro(const std::vector<std::string>& paths) {
   }
 
   // --sglang: a version for every case, or "all" for the triage view.
-  // --sglang, --vllm: a version for every case of that engine.
+  // --sglang, --vllm, --transformers: a version for every case of that engine.
   const std::string sglang = absl::GetFlag(FLAGS_sglang);
   const bool compare_versions = sglang == "all";
   const std::pair<Engine, std::string> version_flags[] = {
       {Engine::kSglang, compare_versions ? "" : sglang},
-      {Engine::kVllm, absl::GetFlag(FLAGS_vllm)}};
+      {Engine::kVllm, absl::GetFlag(FLAGS_vllm)},
+      {Engine::kTransformers, absl::GetFlag(FLAGS_transformers)}};
   for (const auto& [engine, name] : version_flags) {
     if (name.empty()) continue;
     absl::StatusOr<EngineVersion> version = EngineVersion::Parse(engine, name);

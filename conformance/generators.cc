@@ -156,10 +156,22 @@ void MakeVllmCall(Case* c) {
   }
 }
 
+// The profiles drawn when a backend names none: SGLang's and vLLM's. The
+// call properties' forms and corruptions are spelled for those two engines;
+// transformers' profiles run from its corpus cases and when a backend names
+// them.
+std::vector<Profile> DefaultDrawnProfiles() {
+  std::vector<Profile> profiles;
+  for (Profile p : AllProfiles()) {
+    if (EngineOf(p) != Engine::kTransformers) profiles.push_back(p);
+  }
+  return profiles;
+}
+
 // The calling conventions a forward case may use on `caps`.
 std::vector<Profile> ForwardProfiles(const BackendCapabilities& caps) {
   if (!caps.profiles.empty()) return caps.profiles;
-  return {AllProfiles().begin(), AllProfiles().end()};
+  return DefaultDrawnProfiles();
 }
 
 }  // namespace
@@ -226,8 +238,7 @@ rc::Gen<Case> GenCaseOf(const GeometryLimits& limits, std::optional<Profile> fix
                           Distribution::kSparseSmallIntegers, Distribution::kLargeLogits);
     const std::vector<int64_t> offsets = OffsetsOf(c.geometry.seq_lens);
     CallSpec& call = c.call;
-    call.profile = *rc::gen::elementOf(
-        std::vector<Profile>(AllProfiles().begin(), AllProfiles().end()));
+    call.profile = *rc::gen::elementOf(DefaultDrawnProfiles());
     if (fixed.has_value()) call.profile = *fixed;
     const int64_t tokens = c.geometry.total_tokens();
     call.entry = tokens > 0 && *rc::gen::arbitrary<bool>() ? Entry::kLayer : Entry::kDirect;

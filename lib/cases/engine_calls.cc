@@ -8,6 +8,8 @@ const EngineCalls& CallsOf(Engine engine) {
       return SglangCalls();
     case Engine::kVllm:
       return VllmCalls();
+    case Engine::kTransformers:
+      return TransformersCalls();
   }
   return SglangCalls();
 }

@@ -31,22 +31,40 @@ absl::string_view NameOf(const std::array<std::pair<Enum, absl::string_view>, N>
   return "?";
 }
 
-constexpr std::array<std::pair<Profile, absl::string_view>, 14> kProfiles = {{
-    {Profile::kFlashinferCudnn, "flashinfer_cudnn"},
-    {Profile::kFa3, "fa3"},
-    {Profile::kTritonAttn, "triton_attn"},
-    {Profile::kSdpa, "sdpa"},
-    {Profile::kFa4, "fa4"},
-    {Profile::kAiterAttn, "aiter_attn"},
-    {Profile::kAscendAttn, "ascend_attn"},
-    {Profile::kAmxAttn, "amx_attn"},
-    {Profile::kXpuAttn, "xpu_attn"},
-    {Profile::kVllmFlashAttnFa2, "FLASH_ATTN/fa2"},
-    {Profile::kVllmFlashAttnFa3, "FLASH_ATTN/fa3"},
-    {Profile::kVllmTritonAttn, "TRITON_ATTN"},
-    {Profile::kVllmTorchSdpa, "TORCH_SDPA"},
-    {Profile::kVllmFlashinfer, "FLASHINFER"},
+struct ProfileEntry {
+  Profile profile;
+  Engine engine;
+  absl::string_view name;
+};
+constexpr std::array<ProfileEntry, 20> kProfiles = {{
+    {Profile::kFlashinferCudnn, Engine::kSglang, "flashinfer_cudnn"},
+    {Profile::kFa3, Engine::kSglang, "fa3"},
+    {Profile::kTritonAttn, Engine::kSglang, "triton_attn"},
+    {Profile::kSdpa, Engine::kSglang, "sdpa"},
+    {Profile::kFa4, Engine::kSglang, "fa4"},
+    {Profile::kAiterAttn, Engine::kSglang, "aiter_attn"},
+    {Profile::kAscendAttn, Engine::kSglang, "ascend_attn"},
+    {Profile::kAmxAttn, Engine::kSglang, "amx_attn"},
+    {Profile::kXpuAttn, Engine::kSglang, "xpu_attn"},
+    {Profile::kVllmFlashAttnFa2, Engine::kVllm, "FLASH_ATTN/fa2"},
+    {Profile::kVllmFlashAttnFa3, Engine::kVllm, "FLASH_ATTN/fa3"},
+    {Profile::kVllmTritonAttn, Engine::kVllm, "TRITON_ATTN"},
+    {Profile::kVllmTorchSdpa, Engine::kVllm, "TORCH_SDPA"},
+    {Profile::kVllmFlashinfer, Engine::kVllm, "FLASHINFER"},
+    {Profile::kTfFlashAttention2, Engine::kTransformers, "flash_attention_2"},
+    {Profile::kTfFlashAttention3, Engine::kTransformers, "flash_attention_3"},
+    {Profile::kTfFlashAttention4, Engine::kTransformers, "flash_attention_4"},
+    {Profile::kTfHubFlashAttn2, Engine::kTransformers, "kernels-community/flash-attn2"},
+    {Profile::kTfSdpa, Engine::kTransformers, "sdpa"},
+    {Profile::kTfEager, Engine::kTransformers, "eager"},
 }};
+
+const ProfileEntry& EntryOf(Profile profile) {
+  for (const ProfileEntry& entry : kProfiles) {
+    if (entry.profile == profile) return entry;
+  }
+  return kProfiles[0];
+}
 constexpr std::array<std::pair<Mode, absl::string_view>, 2> kModes = {{
     {Mode::kFaithful, "faithful"},
     {Mode::kHardened, "hardened"},
@@ -58,16 +76,12 @@ constexpr std::array<std::pair<Entry, absl::string_view>, 2> kEntries = {{
 
 }  // namespace
 
-Engine EngineOf(Profile profile) {
-  return static_cast<int>(profile) >= static_cast<int>(Profile::kVllmFlashAttnFa2)
-             ? Engine::kVllm
-             : Engine::kSglang;
-}
+Engine EngineOf(Profile profile) { return EntryOf(profile).engine; }
 
 absl::Span<const Profile> AllProfiles() {
   static const auto* const all = [] {
     auto* profiles = new std::vector<Profile>;
-    for (const auto& [profile, name] : kProfiles) profiles->push_back(profile);
+    for (const ProfileEntry& entry : kProfiles) profiles->push_back(entry.profile);
     return profiles;
   }();
   return *all;
@@ -76,15 +90,15 @@ absl::Span<const Profile> AllProfiles() {
 absl::Span<const Profile> ProfilesOf(Engine engine) {
   static const auto* const by_engine = [] {
     auto* profiles = new std::vector<std::vector<Profile>>(AllEngines().size());
-    for (const auto& [profile, name] : kProfiles) {
-      (*profiles)[static_cast<size_t>(EngineOf(profile))].push_back(profile);
+    for (const ProfileEntry& entry : kProfiles) {
+      (*profiles)[static_cast<size_t>(entry.engine)].push_back(entry.profile);
     }
     return profiles;
   }();
   return (*by_engine)[static_cast<size_t>(engine)];
 }
 
-absl::string_view ProfileName(Profile profile) { return NameOf(kProfiles, profile); }
+absl::string_view ProfileName(Profile profile) { return EntryOf(profile).name; }
 
 std::string QualifiedProfileName(Profile profile) {
   return absl::StrCat(EngineName(EngineOf(profile)), ":", ProfileName(profile));
@@ -92,10 +106,10 @@ std::string QualifiedProfileName(Profile profile) {
 
 absl::StatusOr<Profile> ParseProfile(absl::string_view name, Engine engine) {
   std::vector<absl::string_view> names;
-  for (const auto& [profile, spelled] : kProfiles) {
-    if (EngineOf(profile) != engine) continue;
-    if (spelled == name) return profile;
-    names.push_back(spelled);
+  for (const ProfileEntry& entry : kProfiles) {
+    if (entry.engine != engine) continue;
+    if (entry.name == name) return entry.profile;
+    names.push_back(entry.name);
   }
   std::string other;
   if (absl::StatusOr<Profile> any = ParseAnyProfile(name); any.ok()) {
@@ -107,11 +121,16 @@ absl::StatusOr<Profile> ParseProfile(absl::string_view name, Engine engine) {
 }
 
 absl::StatusOr<Profile> ParseAnyProfile(absl::string_view name) {
-  for (const auto& [profile, spelled] : kProfiles) {
-    if (name == spelled || name == QualifiedProfileName(profile)) return profile;
+  // Qualified names first, then names alone in the table's order (SGLang's
+  // first).
+  for (const ProfileEntry& entry : kProfiles) {
+    if (name == QualifiedProfileName(entry.profile)) return entry.profile;
+  }
+  for (const ProfileEntry& entry : kProfiles) {
+    if (name == entry.name) return entry.profile;
   }
   std::vector<std::string> names;
-  for (const auto& [profile, spelled] : kProfiles) names.push_back(QualifiedProfileName(profile));
+  for (const ProfileEntry& entry : kProfiles) names.push_back(QualifiedProfileName(entry.profile));
   return absl::InvalidArgumentError(
       absl::StrCat("profile \"", name, "\" is not one of ", absl::StrJoin(names, ", ")));
 }

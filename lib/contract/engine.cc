@@ -9,7 +9,8 @@
 namespace varlen {
 
 absl::Span<const Engine> AllEngines() {
-  static constexpr std::array<Engine, 2> kAll = {Engine::kSglang, Engine::kVllm};
+  static constexpr std::array<Engine, 3> kAll = {Engine::kSglang, Engine::kVllm,
+                                                 Engine::kTransformers};
   return kAll;
 }
 
@@ -19,6 +20,8 @@ const EngineModel& ModelOf(Engine engine) {
       return SglangModel();
     case Engine::kVllm:
       return VllmModel();
+    case Engine::kTransformers:
+      return TransformersModel();
   }
   return SglangModel();
 }
@@ -72,6 +75,11 @@ SglangVersion EngineVersion::sglang() const {
 
 VllmVersion EngineVersion::vllm() const {
   return engine_ == Engine::kVllm ? static_cast<VllmVersion>(index_) : kLatestVllmVersion;
+}
+
+TransformersVersion EngineVersion::transformers() const {
+  return engine_ == Engine::kTransformers ? static_cast<TransformersVersion>(index_)
+                                          : kLatestTransformersVersion;
 }
 
 }  // namespace varlen

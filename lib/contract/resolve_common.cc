@@ -54,6 +54,13 @@ ScaleArgument ScaleArgumentOf(Profile profile) {
     case Profile::kVllmTorchSdpa:
     case Profile::kVllmFlashinfer:
       break;  // vLLM's scale is the layer's, never a call argument
+    case Profile::kTfFlashAttention2:
+    case Profile::kTfFlashAttention3:
+    case Profile::kTfFlashAttention4:
+    case Profile::kTfHubFlashAttn2:
+    case Profile::kTfSdpa:
+    case Profile::kTfEager:
+      break;  // transformers' scale is the interface's `scaling` keyword
   }
   return {"?", "?"};
 }
@@ -559,6 +566,77 @@ absl::StatusOr<Value> ListItem(const Value& list, size_t index) {
     return PythonError(PyErrorKind::kIndexError, "list index out of range");
   }
   return list.as_list()[index];
+}
+
+absl::StatusOr<std::vector<int64_t>> SplitSizesOf(const Tensor& cu, int reads,
+                                                  absl::string_view what) {
+  VARLEN_ASSIGN_OR_RETURN(const Tensor diffs, SubtractShifted(cu));
+  // torch.split takes the list's elements as sizes: a nested list (a
+  // multi-dimensional cu_seqlens) or floats are refused.
+  const char* element = diffs.numel() == 0            ? nullptr
+                        : cu.dim() > 1                ? "list"
+                        : IsFloatingPoint(cu.dtype()) ? "float"
+                                                      : nullptr;
+  std::vector<int64_t> lens;
+  for (int i = 0; i < reads; ++i) {
+    if (element != nullptr || IsFloatingPoint(cu.dtype())) {
+      diffs.ToHostDoubles(what);
+    } else {
+      lens = diffs.ToHostInts(what);
+    }
+  }
+  if (element != nullptr) {
+    return PythonError(PyErrorKind::kTypeError,
+                       absl::StrCat("split_with_sizes(): argument 'split_sizes' (position 2) must "
+                                    "be tuple of ints, but found element of type ",
+                                    element, " at pos 0"));
+  }
+  return lens;
+}
+
+absl::Status CheckSplitSizes(const std::vector<int64_t>& lens, int64_t dim_size, int dim) {
+  const std::string sizes = absl::StrCat("[", absl::StrJoin(lens, ", "), "]");
+  // torch sums the sizes in int64 and compares; lengths past int64 wrap
+  // there as they do here (unsigned, so without undefined behaviour).
+  uint64_t sum = 0;
+  for (int64_t length : lens) {
+    if (length < 0) {
+      return PythonError(PyErrorKind::kRuntimeError,
+                         absl::StrCat("split_with_sizes expects split_sizes have only "
+                                      "non-negative entries, but got split_sizes=",
+                                      sizes));
+    }
+    sum += static_cast<uint64_t>(length);
+  }
+  if (static_cast<int64_t>(sum) != dim_size) {
+    return PythonError(
+        PyErrorKind::kRuntimeError,
+        absl::StrCat("split_with_sizes expects split_sizes to sum exactly to ", dim_size,
+                     " (input tensor's size at dimension ", dim, "), but got split_sizes=", sizes));
+  }
+  if (lens.empty()) {
+    return PythonError(PyErrorKind::kValueError,
+                       "torch.cat(): expected a non-empty list of Tensors");
+  }
+  return absl::OkStatus();
+}
+
+SdpaArgs ChunkedSdpa(const std::vector<int64_t>& lens, int64_t bsz, int64_t tokens_per_item,
+                     double scale) {
+  SdpaArgs args;
+  args.bsz = bsz;
+  args.tokens_per_item = tokens_per_item;
+  args.scale = scale;
+  if (lens.empty()) return args;  // no offsets: each item whole
+  args.mask = SdpaArgs::Mask::kBlockDiagonal;
+  int64_t begin = 0;
+  for (int64_t length : lens) {
+    args.cu_seqlens.push_back(begin);
+    args.blocks.emplace_back(begin, begin + length);
+    begin += length;
+  }
+  args.cu_seqlens.push_back(begin);
+  return args;
 }
 
 }  // namespace varlen::internal

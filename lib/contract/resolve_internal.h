@@ -61,6 +61,11 @@ absl::StatusOr<ResolvedArgs> ResolveVllmCall(const AttentionCall& call, Profile 
 AttentionCall VllmBackendCall(const AttentionCall& call, Profile profile);
 double VllmDefaultSoftmaxScale(Profile profile, int64_t head_dim);
 
+absl::StatusOr<ResolvedArgs> ResolveTransformersCall(const AttentionCall& call, Profile profile,
+                                                     Mode mode, Resolution* record);
+AttentionCall TransformersBackendCall(const AttentionCall& call, Profile profile);
+double TransformersDefaultSoftmaxScale(Profile profile, int64_t head_dim);
+
 absl::StatusOr<FlashinferCudnnArgs> ResolveFlashinferCudnn(const ResolveContext& ctx);
 // fa3, fa4, aiter_attn, amx_attn and xpu_attn.
 absl::StatusOr<FlashVarlenArgs> ResolveFlashVarlen(const ResolveContext& ctx, Profile profile);
@@ -84,6 +89,21 @@ absl::StatusOr<double> ResolveSoftmaxScale(const ResolveContext& ctx, Profile pr
 // binding to return where the kernel reads the scale; other errors return.
 absl::Status ResolveKernelScale(const ResolveContext& ctx, Profile profile, double& scale,
                                 absl::Status& not_modelled);
+
+// (cu[1:] - cu[:-1]).tolist() as torch.split's sizes, read `reads` times
+// (each read labelled `what`): a multi-dimensional or floating cu gives
+// split's TypeError.
+absl::StatusOr<std::vector<int64_t>> SplitSizesOf(const Tensor& cu, int reads,
+                                                  absl::string_view what);
+
+// torch.split(x, lens, dim=`dim`)'s checks on sizes read from cu_seqlens
+// (`dim_size`: x's size there), then torch.cat's of the chunks.
+absl::Status CheckSplitSizes(const std::vector<int64_t>& lens, int64_t dim_size, int dim);
+
+// Attention per chunk of `lens` tokens, within each of `bsz` items, as the
+// SDPA binding runs it: one block per chunk (no lens: each item whole).
+SdpaArgs ChunkedSdpa(const std::vector<int64_t>& lens, int64_t bsz, int64_t tokens_per_item,
+                     double scale);
 
 // Hardened: q, k and v are [T, H, D] (or [b, s, H, D] where `allow_4d`),
 // agree on tokens, and GQA divides evenly; they are contiguous unless the

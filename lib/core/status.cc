@@ -18,7 +18,7 @@ struct KindName {
   absl::StatusCode code;
 };
 
-constexpr std::array<KindName, 10> kKinds = {{
+constexpr std::array<KindName, 12> kKinds = {{
     {PyErrorKind::kRuntimeError, "RuntimeError", absl::StatusCode::kFailedPrecondition},
     {PyErrorKind::kTypeError, "TypeError", absl::StatusCode::kInvalidArgument},
     {PyErrorKind::kValueError, "ValueError", absl::StatusCode::kInvalidArgument},
@@ -29,6 +29,8 @@ constexpr std::array<KindName, 10> kKinds = {{
     {PyErrorKind::kZeroDivisionError, "ZeroDivisionError", absl::StatusCode::kInvalidArgument},
     {PyErrorKind::kNotImplementedError, "NotImplementedError", absl::StatusCode::kInvalidArgument},
     {PyErrorKind::kException, "Exception", absl::StatusCode::kUnavailable},
+    {PyErrorKind::kKeyError, "KeyError", absl::StatusCode::kNotFound},
+    {PyErrorKind::kDslRuntimeError, "DSLRuntimeError", absl::StatusCode::kFailedPrecondition},
 }};
 
 const KindName& Lookup(PyErrorKind kind) {

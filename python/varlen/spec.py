@@ -34,8 +34,15 @@ ENGINE_PROFILES = {
     "sglang": ("flashinfer_cudnn", "fa3", "triton_attn", "sdpa", "fa4", "aiter_attn",
                "ascend_attn", "amx_attn", "xpu_attn"),
     "vllm": ("FLASH_ATTN/fa2", "FLASH_ATTN/fa3", "TRITON_ATTN", "TORCH_SDPA", "FLASHINFER"),
+    "transformers": ("flash_attention_2", "flash_attention_3", "flash_attention_4",
+                     "kernels-community/flash-attn2", "sdpa", "eager"),
 }
-PROFILES = tuple(p for profiles in ENGINE_PROFILES.values() for p in profiles)
+# Every profile name, and each engine's qualified ("transformers:sdpa"): a
+# name two engines share is SGLang's unless qualified.
+PROFILES = tuple(dict.fromkeys(p for profiles in ENGINE_PROFILES.values() for p in profiles)) + \
+    tuple(f"{engine}:{p}" for engine, profiles in ENGINE_PROFILES.items() for p in profiles)
+# The engines whose backend objects CallBackend calls in their own convention.
+CALL_LEVEL_ENGINES = ("sglang", "vllm")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,6 +129,10 @@ class CallBackend:
         if self.engine not in ENGINE_PROFILES:
             raise ValueError(f"CallBackend.engine: {self.engine!r} is not one of "
                              f"{tuple(ENGINE_PROFILES)}")
+        if self.engine not in CALL_LEVEL_ENGINES:
+            raise ValueError(f"CallBackend.engine: {self.engine!r}: call-level backends are "
+                             f"checked in {CALL_LEVEL_ENGINES}'s conventions; a transformers "
+                             "attention function is not yet")
         profiles = ENGINE_PROFILES[self.engine]
         if self.profile not in profiles:
             raise ValueError(f"CallBackend.profile: {self.profile!r} is not one of {self.engine}'s "

@@ -87,7 +87,7 @@ TEST(ParseCaseTest, UnknownTopLevelField) {
   j["expected"] = "success";
   EXPECT_EQ(ErrorFor(j),
             "x.json: $.expected: unknown field (expected one of: name, source, description, "
-            "engine, sglang, vllm, mode, geometry, data, call, warmup, expect)");
+            "engine, sglang, vllm, transformers, mode, geometry, data, call, warmup, expect)");
 }
 
 TEST(ParseCaseTest, UnknownNestedFields) {
@@ -416,11 +416,12 @@ TEST(ParseCaseTest, ErrorAndMessageOnlyWithErrorOutcome) {
   j["expect"] = {{"outcome", "error"}, {"message", "boom"}};
   EXPECT_EQ(ErrorFor(j), "x.json: $.expect.error: required when outcome is \"error\"");
 
-  j["expect"] = {{"outcome", "error"}, {"error", "KeyError"}, {"message", "boom"}};
+  j["expect"] = {{"outcome", "error"}, {"error", "LookupError"}, {"message", "boom"}};
   EXPECT_EQ(ErrorFor(j),
-            "x.json: $.expect.error: \"KeyError\" is not a Python error kind this harness models "
-            "(RuntimeError, TypeError, ValueError, AssertionError, AttributeError, OverflowError, "
-            "IndexError, ZeroDivisionError, NotImplementedError, Exception)");
+            "x.json: $.expect.error: \"LookupError\" is not a Python error kind this harness "
+            "models (RuntimeError, TypeError, ValueError, AssertionError, AttributeError, "
+            "OverflowError, IndexError, ZeroDivisionError, NotImplementedError, Exception, "
+            "KeyError, DSLRuntimeError)");
 
   j["expect"] = {{"outcome", "failure"}};
   EXPECT_EQ(ErrorFor(j),

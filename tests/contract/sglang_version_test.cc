@@ -55,7 +55,8 @@ TEST(EngineVersionTest, EachEngineNamesItsVersionsOnce) {
             "vLLM version \"0.5.23\" is not modelled (modelled: 0.33.0)");
   EXPECT_EQ(EngineVersion(VllmVersion::k0_33_0).sglang(), kLatestSglangVersion);
   EXPECT_EQ(EngineVersion(SglangVersion::k0026249).vllm(), kLatestVllmVersion);
-  EXPECT_EQ(ParseEngine("tgi").status().message(), "engine \"tgi\" is not one of sglang, vllm");
+  EXPECT_EQ(ParseEngine("tgi").status().message(),
+            "engine \"tgi\" is not one of sglang, vllm, transformers");
 }
 
 TEST(SglangVersionTest, EachDifferenceIsOnlyInTheNewerVersion) {

@@ -31,6 +31,8 @@ constexpr KindCase kAllKinds[] = {
     {PyErrorKind::kZeroDivisionError, "ZeroDivisionError"},
     {PyErrorKind::kNotImplementedError, "NotImplementedError"},
     {PyErrorKind::kException, "Exception"},
+    {PyErrorKind::kKeyError, "KeyError"},
+    {PyErrorKind::kDslRuntimeError, "DSLRuntimeError"},
 };
 
 TEST(PyErrorKindTest, NamesAreThePythonClassNames) {
@@ -47,7 +49,7 @@ TEST(PyErrorKindTest, ParseRoundTripsEveryName) {
 }
 
 TEST(PyErrorKindTest, ParseRejectsOtherNames) {
-  for (const char* name : {"", "runtimeerror", "RuntimeError ", "KeyError", "BaseException",
+  for (const char* name : {"", "runtimeerror", "RuntimeError ", "LookupError", "BaseException",
                            "Error", "builtins.ValueError", "UNIMPLEMENTED"}) {
     EXPECT_EQ(ParsePyErrorKind(name), std::nullopt) << name;
   }

@@ -255,54 +255,6 @@ absl::StatusOr<ResolvedArgs> FaithfulFlashOrTriton(const ResolveContext& ctx, Pr
   return resolved;
 }
 
-// torch.split(x, lens, dim=1)'s checks on sizes read from cu_seqlens.
-absl::Status CheckSplitSizes(const std::vector<int64_t>& lens, int64_t dim_size) {
-  const std::string sizes = absl::StrCat("[", absl::StrJoin(lens, ", "), "]");
-  // torch sums the sizes in int64 and compares; lengths past int64 wrap
-  // there as they do here (unsigned, so without undefined behaviour).
-  uint64_t sum = 0;
-  for (int64_t length : lens) {
-    if (length < 0) {
-      return PythonError(PyErrorKind::kRuntimeError,
-                         absl::StrCat("split_with_sizes expects split_sizes have only "
-                                      "non-negative entries, but got split_sizes=",
-                                      sizes));
-    }
-    sum += static_cast<uint64_t>(length);
-  }
-  if (static_cast<int64_t>(sum) != dim_size) {
-    return PythonError(
-        PyErrorKind::kRuntimeError,
-        absl::StrCat("split_with_sizes expects split_sizes to sum exactly to ", dim_size,
-                     " (input tensor's size at dimension 1), but got "
-                     "split_sizes=",
-                     sizes));
-  }
-  if (lens.empty()) {
-    return PythonError(PyErrorKind::kValueError,
-                       "torch.cat(): expected a non-empty list of Tensors");
-  }
-  return absl::OkStatus();
-}
-
-// The SDPA mask of per-chunk attention: one block per chunk of every item.
-SdpaArgs ChunkedSdpa(const std::vector<int64_t>& lens, const Views& views, double scale) {
-  SdpaArgs args;
-  args.bsz = views.bsz;
-  args.tokens_per_item = views.q_len;
-  args.scale = scale;
-  if (lens.empty()) return args;  // cu_seqlens None: each item whole
-  args.mask = SdpaArgs::Mask::kBlockDiagonal;
-  int64_t begin = 0;
-  for (int64_t length : lens) {
-    args.cu_seqlens.push_back(begin);
-    args.blocks.emplace_back(begin, begin + length);
-    begin += length;
-  }
-  args.cu_seqlens.push_back(begin);
-  return args;
-}
-
 absl::StatusOr<ResolvedArgs> FaithfulSdpa(const ResolveContext& ctx) {
   VARLEN_ASSIGN_OR_RETURN(Views views, ViewQkv(ctx.call));
   VARLEN_RETURN_IF_ERROR(CheckSchema(ctx, Profile::kVllmTorchSdpa, ctx.call.cu_seqlens));
@@ -312,32 +264,14 @@ absl::StatusOr<ResolvedArgs> FaithfulSdpa(const ResolveContext& ctx) {
     ctx.Note(
         "lens = (cu_seqlens[1:] - cu_seqlens[:-1]).tolist(); max_seqlen and "
         "sequence_lengths are never read");
-    VARLEN_ASSIGN_OR_RETURN(const Tensor diffs, SubtractShifted(cu));
-    constexpr absl::string_view kRead = "(cu_seqlens[1:] - cu_seqlens[:-1]).tolist()";
-    // torch.split takes the list's elements as sizes: a nested list (a
-    // multi-dimensional cu_seqlens) or floats are refused.
-    const char* element = diffs.numel() == 0            ? nullptr
-                          : cu.dim() > 1                ? "list"
-                          : IsFloatingPoint(cu.dtype()) ? "float"
-                                                        : nullptr;
-    if (element != nullptr || IsFloatingPoint(cu.dtype())) {
-      diffs.ToHostDoubles(kRead);
-    } else {
-      lens = diffs.ToHostInts(kRead);
-    }
-    if (element != nullptr) {
-      return PythonError(
-          PyErrorKind::kTypeError,
-          absl::StrCat("split_with_sizes(): argument 'split_sizes' (position 2) must "
-                       "be tuple of ints, but found element of type ",
-                       element, " at pos 0"));
-    }
-    VARLEN_RETURN_IF_ERROR(CheckSplitSizes(lens, views.q_len));
+    VARLEN_ASSIGN_OR_RETURN(
+        lens, SplitSizesOf(cu, /*reads=*/1, "(cu_seqlens[1:] - cu_seqlens[:-1]).tolist()"));
+    VARLEN_RETURN_IF_ERROR(CheckSplitSizes(lens, views.q_len, /*dim=*/1));
   }
   ResolvedArgs resolved;
   SetInputs(&resolved, views.q, views.k, views.v);
   resolved.after_kernel = AfterKernel(ctx.call, views, /*rearranges=*/false);
-  resolved.args = ChunkedSdpa(lens, views, LayerScale(ctx.call));
+  resolved.args = ChunkedSdpa(lens, views.bsz, views.q_len, LayerScale(ctx.call));
   return resolved;
 }
 
@@ -551,7 +485,7 @@ absl::StatusOr<ResolvedArgs> HardenedSdpa(const ResolveContext& ctx, const Views
   }
   ResolvedArgs resolved;
   SetInputs(&resolved, views.q, views.k, views.v);
-  resolved.args = ChunkedSdpa(lens, views, LayerScale(ctx.call));
+  resolved.args = ChunkedSdpa(lens, views.bsz, views.q_len, LayerScale(ctx.call));
   return resolved;
 }
 

@@ -41,6 +41,7 @@ const EngineCalls& CallsOf(Engine engine);
 // Each engine's own (defined in its folder).
 const EngineCalls& SglangCalls();
 const EngineCalls& VllmCalls();
+const EngineCalls& TransformersCalls();
 
 }  // namespace varlen
 

@@ -7,9 +7,10 @@
 // (Entry), the prepared metadata object, and AttentionCall, everything one
 // call hands to a backend.
 //
-// Two engines: SGLang (python/sglang/srt/layers/attention/vision.py, rules in
-// docs/contract.md) and vLLM (MMEncoderAttention and its custom ops, rules in
-// docs/contract-vllm.md).
+// Three engines: SGLang (python/sglang/srt/layers/attention/vision.py, rules
+// in docs/contract.md), vLLM (MMEncoderAttention and its custom ops, rules in
+// docs/contract-vllm.md) and transformers (its vision towers' attention and
+// AttentionInterface, rules in docs/contract-transformers.md).
 
 #ifndef VARLEN_CONTRACT_CALL_H_
 #define VARLEN_CONTRACT_CALL_H_
@@ -31,7 +32,8 @@ namespace varlen {
 // A calling convention: how a backend family obtains its varlen arguments.
 // SGLang's are named after its backends ("fa3"), vLLM's after its
 // AttentionBackendEnum members, with the FlashAttention version where the
-// kernel's checks differ ("FLASH_ATTN/fa2").
+// kernel's checks differ ("FLASH_ATTN/fa2"), transformers' after the
+// attn_implementation that selects them ("flash_attention_2").
 enum class Profile {
   kFlashinferCudnn,  // padded lengths + element-unit packed indptrs
   kFa3,              // int32 token cu_seqlens on q's device + int max_seqlen
@@ -48,6 +50,15 @@ enum class Profile {
   kVllmTritonAttn,    // TRITON_ATTN: b_start_loc = cu[:-1], lengths from cu, as given
   kVllmTorchSdpa,     // TORCH_SDPA: torch.split by the cu_seqlens diffs, SDPA per chunk
   kVllmFlashinfer,    // FLASHINFER: two-section element offsets [qko | v] + lengths
+  // transformers: attn_implementation names. A name containing "flash" takes
+  // the varlen path (cu_seq_lens_q/k and max_length_q/k, all four or a dense
+  // call over the whole pack); any other splits per sequence.
+  kTfFlashAttention2,  // flash_attn's flash_attn_varlen_func (FlashAttention 2)
+  kTfFlashAttention3,  // flash_attn_interface's (FlashAttention 3)
+  kTfFlashAttention4,  // flash_attn.cute's (FlashAttention 4)
+  kTfHubFlashAttn2,    // "kernels-community/flash-attn2": a hub kernel with FA2's signature
+  kTfSdpa,             // torch.split per sequence, SDPA per chunk
+  kTfEager,            // torch.split per sequence, eager matmul-softmax per chunk
 };
 
 // Every profile of every engine, in the order above.
@@ -62,8 +73,8 @@ std::string QualifiedProfileName(Profile profile);
 // A profile of `engine` by name; an error lists that engine's profiles (and
 // says so when the name is another engine's).
 absl::StatusOr<Profile> ParseProfile(absl::string_view name, Engine engine = Engine::kSglang);
-// A profile of any engine, by its name or its qualified name (names are
-// unique across engines).
+// A profile of any engine, by its qualified name, or by its name alone;
+// a name two engines share ("sdpa") is SGLang's, the default engine's.
 absl::StatusOr<Profile> ParseAnyProfile(absl::string_view name);
 
 enum class Mode {

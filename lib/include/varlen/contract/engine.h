@@ -2,14 +2,15 @@
 // -----------------------------------------------------------------------------
 //
 // The engines whose calling conventions the contract models, each a module
-// of its own. An engine (SGLang, vLLM) describes itself once, in its folder
+// of its own. An engine (SGLang, vLLM, transformers) describes itself once, in its folder
 // (lib/contract/<engine>/version.cc), as an EngineModel: its names, its
 // modelled versions, and how its entry resolves a call (its profiles:
 // ProfilesOf in call.h). Resolve(), the case format, the reports, the CLI
 // and the generators ask the engine's model instead of switching on the
 // engine, and a case or a call carries one EngineVersion, whichever engine
 // it belongs to. What an engine's resolvers read of its version stays typed
-// (SglangVersion and its SglangBehavior, VllmVersion).
+// (SglangVersion and its SglangBehavior, VllmVersion, TransformersVersion
+// and its TransformersBehavior).
 
 #ifndef VARLEN_CONTRACT_ENGINE_H_
 #define VARLEN_CONTRACT_ENGINE_H_
@@ -23,6 +24,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "varlen/contract/sglang/version.h"
+#include "varlen/contract/transformers/version.h"
 #include "varlen/contract/vllm/version.h"
 
 namespace varlen {
@@ -35,13 +37,14 @@ struct Resolution;
 
 // The inference engine whose calling convention a profile models.
 enum class Engine {
-  kSglang,  // SGLang's vision backends (VisionAttention and its nine classes)
-  kVllm,    // vLLM's MMEncoderAttention
+  kSglang,        // SGLang's vision backends (VisionAttention and its nine classes)
+  kVllm,          // vLLM's MMEncoderAttention
+  kTransformers,  // transformers' vision towers and its AttentionInterface
 };
 
 // Every modelled engine, in the order above.
 absl::Span<const Engine> AllEngines();
-absl::string_view EngineName(Engine engine);  // "sglang", "vllm"
+absl::string_view EngineName(Engine engine);  // "sglang", "vllm", "transformers"
 absl::StatusOr<Engine> ParseEngine(absl::string_view name);
 
 // One modelled version of one engine. The typed versions convert to it.
@@ -51,6 +54,8 @@ class EngineVersion {
       : engine_(Engine::kSglang), index_(static_cast<int>(version)) {}
   EngineVersion(VllmVersion version)  // NOLINT
       : engine_(Engine::kVllm), index_(static_cast<int>(version)) {}
+  EngineVersion(TransformersVersion version)  // NOLINT
+      : engine_(Engine::kTransformers), index_(static_cast<int>(version)) {}
 
   // The latest modelled version of `engine`, which faithful mode reproduces
   // unless a case names another.
@@ -70,6 +75,7 @@ class EngineVersion {
   // consult it.
   SglangVersion sglang() const;
   VllmVersion vllm() const;
+  TransformersVersion transformers() const;
 
   bool operator==(const EngineVersion&) const = default;
 
@@ -110,6 +116,7 @@ const EngineModel& ModelOf(Engine engine);
 // Each engine's own (defined in its folder).
 const EngineModel& SglangModel();
 const EngineModel& VllmModel();
+const EngineModel& TransformersModel();
 
 }  // namespace varlen
 

@@ -39,6 +39,8 @@ enum class PyErrorKind {
   kZeroDivisionError,
   kNotImplementedError,  // torch's TORCH_CHECK_NOT_IMPLEMENTED
   kException,            // a bare `raise Exception(...)`
+  kKeyError,             // a name missing from a registry (transformers' AttentionInterface)
+  kDslRuntimeError,      // the CuTe DSL's argument conversion (FlashAttention 4)
 };
 
 // "RuntimeError", "TypeError", ...

@@ -1,0 +1,108 @@
+// transformers' calls as cases describe them: VisionAttention.forward (entry
+// "layer": cu_seqlens and the tower's keywords such as max_seqlen) and the
+// attention interface function (entry "direct": attention_mask, scaling,
+// cu_seq_lens_q/k, max_length_q/k, is_causal as keywords), with the layer's
+// [T, H, D] projections as q, k and v, and what a tower passes each.
+
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "case_rules.h"
+#include "varlen/cases/correct_call.h"
+#include "varlen/cases/engine_calls.h"
+
+namespace varlen {
+namespace {
+
+using internal::PathError;
+
+absl::Status ValidateTransformersCall(const CallSpec& c, const Geometry&) {
+  const std::string p = "$.call";
+  if (c.layout != QLayout::kPacked && c.layout != QLayout::kFusedQkv) {
+    return PathError(p + ".layout",
+                     "transformers' vision layer projects q, k and v as [T, H, D]: use "
+                     "\"packed\" or \"fused_qkv\"");
+  }
+  if (c.merged_heads || c.graph_mode || c.sdpa != SdpaOptions{} || c.bsz.has_value() ||
+      c.seq_len.has_value()) {
+    return PathError(p, "merged_heads, graph_mode, sdpa, bsz and seq_len are other engines'");
+  }
+  if (c.forward_metadata.has_value() || c.vllm_metadata.has_value()) {
+    return PathError(p, "forward_metadata and vllm_metadata are other engines'");
+  }
+  if (c.entry == Entry::kDirect) {
+    if (c.rotary) {
+      return PathError(p + ".rotary",
+                       "rotary embeddings are applied by the layer: use entry \"layer\"");
+    }
+    if (c.cu_seqlens.kind != ArgLiteral::Kind::kNone) {
+      return PathError(p + ".cu_seqlens",
+                       "the attention interface takes cu_seq_lens_q and cu_seq_lens_k as "
+                       "keywords: spell them in kwargs (cu_seqlens is the layer's argument)");
+    }
+  }
+  return absl::OkStatus();
+}
+
+// One head size for q, k and v (one qkv projection), and at least one token.
+bool TransformersCanCarry(Profile, const Geometry& g) {
+  return g.head_dim_v == g.head_dim && g.num_heads == g.num_kv_heads && g.total_tokens() > 0;
+}
+
+bool TransformersTakesFusedQkv(Profile, const Geometry& g) { return g.head_dim_v == g.head_dim; }
+
+bool IsFlashName(Profile profile) {
+  return ProfileName(profile).find("flash") != absl::string_view::npos;
+}
+
+// What a tower passes: int32 offsets on the device, one per frame (a grid
+// never makes an empty one), through the layer with the tower's
+// precomputed int max when `prepared`; or the interface call the layer
+// makes. SDPA and eager over several sequences are only correct through the
+// layer, which splits them.
+void SetCorrectTransformersCall(Case* c, Profile profile, bool prepared, Entry entry) {
+  const Geometry& g = c->geometry;
+  CallSpec& call = c->call;
+  std::vector<int64_t> lengths;
+  for (int64_t length : g.seq_lens) {
+    if (length > 0) lengths.push_back(length);
+  }
+  const ArgLiteral cu = ArgLiteral::IntTensor(OffsetsOf(lengths), DType::kInt32, Device::kCuda);
+  call.layout = QLayout::kPacked;
+  call.entry = entry == Entry::kDirect && (IsFlashName(profile) || lengths.size() == 1)
+                   ? Entry::kDirect
+                   : Entry::kLayer;
+  if (call.entry == Entry::kLayer) {
+    call.cu_seqlens = cu;
+    if (prepared) call.kwargs.emplace_back("max_seqlen", ArgLiteral::Int(g.longest()));
+    return;
+  }
+  call.kwargs.emplace_back("attention_mask", ArgLiteral::None());
+  call.kwargs.emplace_back("scaling",
+                           ArgLiteral::Float(std::pow(static_cast<double>(g.head_dim), -0.5)));
+  call.kwargs.emplace_back("dropout", ArgLiteral::Float(0.0));
+  if (IsFlashName(profile)) {
+    call.kwargs.emplace_back("cu_seq_lens_q", cu);
+    call.kwargs.emplace_back("cu_seq_lens_k", cu);
+    call.kwargs.emplace_back("max_length_q", ArgLiteral::Int(g.longest()));
+    call.kwargs.emplace_back("max_length_k", ArgLiteral::Int(g.longest()));
+  }
+  ArgLiteral is_causal;
+  is_causal.kind = ArgLiteral::Kind::kBool;
+  call.kwargs.emplace_back("is_causal", is_causal);
+}
+
+}  // namespace
+
+const EngineCalls& TransformersCalls() {
+  static const EngineCalls kCalls = {.validate = &ValidateTransformersCall,
+                                     .can_carry = &TransformersCanCarry,
+                                     .takes_fused_qkv = &TransformersTakesFusedQkv,
+                                     .fused_layout = QLayout::kFusedQkv,
+                                     .set_correct_call = &SetCorrectTransformersCall,
+                                     .takes_forward_metadata = false};
+  return kCalls;
+}
+
+}  // namespace varlen

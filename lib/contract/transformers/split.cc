@@ -1,0 +1,157 @@
+// transformers' attention per sequence (docs/contract-transformers.md, H10):
+// VisionAttention's split path for every implementation its flash gate does
+// not take, and an SDPA or eager interface function called once over the
+// whole pack.
+//
+// The split path reads cu_seqlens' differences on the host once per q, k
+// and v (three host syncs per layer), ignores max_seqlen, and calls the
+// interface function on each chunk, a non-contiguous [1, H, L, D] view.
+
+#include <algorithm>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "core/tensor_ops.h"
+#include "transformers/attention_internal.h"
+#include "varlen/contract/seqlens.h"
+#include "varlen/core/status.h"
+
+namespace varlen::internal {
+namespace {
+
+ResolvedArgs WithInputs(const AttentionCall& call) {
+  ResolvedArgs resolved;
+  resolved.q = call.q;
+  resolved.k = call.k;
+  resolved.v = call.v;
+  return resolved;
+}
+
+bool IsFlashName(Profile profile) { return absl::StrContains(ProfileName(profile), "flash"); }
+
+// 4.57.6's split path under a flash name: flash_attention_forward per
+// sequence without varlen keywords, so the dense flash_attn_func per image.
+absl::StatusOr<ResolvedArgs> FlashPerSequence(const ResolveContext& ctx, Profile profile,
+                                              const std::vector<int64_t>& lens, double scaling) {
+  if (std::find(lens.begin(), lens.end(), 0) != lens.end() || ctx.call.q.size(1) == 0 ||
+      ctx.call.q.size(2) == 0) {
+    return FlashZeroDimensionError();
+  }
+  ctx.Note("each sequence a dense flash_attn_func call (the 4.57.x flash gate)");
+  std::vector<int64_t> offsets = {0};
+  for (int64_t length : lens) offsets.push_back(offsets.back() + length);
+  FlashVarlenArgs args = FlashKernelArgs(ctx, profile);
+  args.kernel = "flash_attn_func";
+  args.cu_seqlens =
+      Value::FromTensor(Tensor::FromInts(offsets, DType::kInt32, ctx.call.q.device()));
+  args.max_seqlen = Value::Int(*std::max_element(lens.begin(), lens.end()));
+  args.scale = scaling;
+  args.scale_argument = Value::Float(scaling);
+  ResolvedArgs resolved = WithInputs(ctx.call);
+  resolved.args = std::move(args);
+  return resolved;
+}
+
+absl::StatusOr<ResolvedArgs> FaithfulSplit(const ResolveContext& ctx, Profile profile,
+                                           const Value& cu, double scaling) {
+  const Tensor& q = ctx.call.q;
+  if (cu.is_none()) {
+    return PythonError(PyErrorKind::kTypeError, "'NoneType' object is not subscriptable");
+  }
+  if (!cu.is_tensor())
+    return absl::UnimplementedError("transformers: a cu_seqlens of another type");
+  ctx.Note("lengths = cu_seqlens[1:] - cu_seqlens[:-1]; lengths.tolist() once per q, k and v");
+  VARLEN_ASSIGN_OR_RETURN(
+      const std::vector<int64_t> lens,
+      SplitSizesOf(cu.as_tensor(), /*reads=*/3, "lengths.tolist() in torch.split"));
+  VARLEN_RETURN_IF_ERROR(CheckSplitSizes(lens, q.size(0), /*dim=*/2));
+  if (IsFlashName(profile)) return FlashPerSequence(ctx, profile, lens, scaling);
+  if (profile == Profile::kTfSdpa && TransformersBehaviorOf(ctx).sdpa_empty_segment_raises &&
+      std::find(lens.begin(), lens.end(), 0) != lens.end()) {
+    return PythonError(
+        PyErrorKind::kRuntimeError,
+        absl::StrCat("cannot reshape tensor of 0 elements into shape [1, -1, 0, ", q.size(2),
+                     "] because the unspecified dimension size -1 can be any "
+                     "value and is ambiguous"));
+  }
+  ResolvedArgs resolved = WithInputs(ctx.call);
+  resolved.args = ChunkedSdpa(lens, 1, q.size(0), scaling);
+  return resolved;
+}
+
+absl::StatusOr<ResolvedArgs> HardenedSplit(const ResolveContext& ctx, const Value& cu,
+                                           double scaling) {
+  VARLEN_ASSIGN_OR_RETURN(const int64_t tokens,
+                          CheckQkvShapes(ctx.call, {.allow_4d = false, .allow_strided = true}));
+  if (!cu.is_tensor()) {
+    return PythonError(PyErrorKind::kTypeError,
+                       absl::StrCat("cu_seqlens is ", cu.Repr(), " (a ", cu.TypeName(),
+                                    "): the layer splits q, k and v by a 1-d integer tensor of "
+                                    "token offsets"));
+  }
+  VARLEN_ASSIGN_OR_RETURN(const std::vector<int64_t> offsets,
+                          CheckTokenOffsets(cu.as_tensor(), "cu_seqlens", tokens));
+  if (offsets.size() < 2) {
+    return PythonError(PyErrorKind::kValueError,
+                       "cu_seqlens=[0] describes no sequence: the layer splits q, k and v by it "
+                       "and needs at least one (B+1 >= 2 entries)");
+  }
+  ResolvedArgs resolved = WithInputs(ctx.call);
+  resolved.args = ChunkedSdpa(OffsetsToLengths(offsets), 1, tokens, scaling);
+  return resolved;
+}
+
+}  // namespace
+
+absl::StatusOr<ResolvedArgs> ResolveSplit(const ResolveContext& ctx, Profile profile,
+                                          const Value& cu_seqlens, double scaling) {
+  return ctx.hardened() ? HardenedSplit(ctx, cu_seqlens, scaling)
+                        : FaithfulSplit(ctx, profile, cu_seqlens, scaling);
+}
+
+absl::StatusOr<ResolvedArgs> ResolveDenseInterface(const ResolveContext& ctx,
+                                                   const InterfaceCall& in) {
+  const Tensor& q = ctx.call.q;
+  const bool causal = !in.is_causal.is_none() &&
+                      !(in.is_causal.kind() == Value::Kind::kBool && !in.is_causal.as_bool());
+  double scaling = ModuleScaling(q.size(-1));
+  if (in.scaling.kind() == Value::Kind::kFloat) scaling = in.scaling.as_float();
+  const bool scaling_modelled = in.scaling.is_none() || in.scaling.kind() == Value::Kind::kFloat;
+  if (ctx.hardened()) {
+    VARLEN_ASSIGN_OR_RETURN(const int64_t tokens,
+                            CheckQkvShapes(ctx.call, {.allow_4d = false, .allow_strided = true}));
+    for (absl::string_view key : {"cu_seq_lens_q", "cu_seq_lens_k"}) {
+      if (!ctx.kwargs.get(key).is_none()) {
+        return PythonError(
+            PyErrorKind::kValueError,
+            absl::StrCat(key,
+                         " is given to an attention function that never reads it: SDPA and "
+                         "eager attend across all ",
+                         tokens,
+                         " tokens of the pack; transformers' vision layer splits q, k and v per "
+                         "sequence before calling them"));
+      }
+    }
+    if (causal || !in.attention_mask.is_none() || !scaling_modelled) {
+      return PythonError(PyErrorKind::kValueError,
+                         "attention over the whole pack takes no mask, is_causal=False and a "
+                         "float or None scaling");
+    }
+  } else {
+    if (causal) return absl::UnimplementedError("transformers: is_causal=True: not modelled");
+    if (!in.attention_mask.is_none()) {
+      return absl::UnimplementedError("transformers: an attention_mask: not modelled");
+    }
+    if (!scaling_modelled) {
+      return absl::UnimplementedError(
+          absl::StrCat("transformers: scaling=", in.scaling.Repr(), ": not modelled"));
+    }
+    ctx.Note("one call over the whole pack: cu_seq_lens_* and max_length_* are never read");
+  }
+  ResolvedArgs resolved = WithInputs(ctx.call);
+  resolved.args = ChunkedSdpa({}, 1, q.size(0), scaling);
+  return resolved;
+}
+
+}  // namespace varlen::internal

@@ -1,0 +1,56 @@
+#include "varlen/contract/transformers/version.h"
+
+#include "resolve_internal.h"
+#include "varlen/contract/engine.h"
+
+namespace varlen {
+
+absl::string_view TransformersVersionName(TransformersVersion version) {
+  return EngineVersion(version).name();
+}
+
+absl::StatusOr<TransformersVersion> ParseTransformersVersion(absl::string_view name) {
+  absl::StatusOr<EngineVersion> version = EngineVersion::Parse(Engine::kTransformers, name);
+  if (!version.ok()) return version.status();
+  return version->transformers();
+}
+
+const TransformersBehavior& BehaviorOf(TransformersVersion version) {
+  static constexpr TransformersBehavior k4_57_6 = {.substring_flash_gate = false,
+                                                   .caller_max_wins = false,
+                                                   .kernel_by_name = false,
+                                                   .registers_flash_attention_4 = false,
+                                                   .sdpa_empty_segment_raises = false};
+  static constexpr TransformersBehavior k5_14_1 = {.substring_flash_gate = true,
+                                                   .caller_max_wins = false,
+                                                   .kernel_by_name = true,
+                                                   .registers_flash_attention_4 = true,
+                                                   .sdpa_empty_segment_raises = false};
+  static constexpr TransformersBehavior k5_25_0 = {};
+  switch (version) {
+    case TransformersVersion::k4_57_6:
+      return k4_57_6;
+    case TransformersVersion::k5_14_1:
+      return k5_14_1;
+    case TransformersVersion::k5_25_0:
+      return k5_25_0;
+  }
+  return k5_25_0;
+}
+
+const EngineModel& TransformersModel() {
+  // In the order of TransformersVersion.
+  static constexpr absl::string_view kNames[] = {"4.57.6", "5.14.1", "5.25.0"};
+  static const EngineModel kModel = {
+      .engine = Engine::kTransformers,
+      .name = "transformers",
+      .title = "transformers",
+      .versions = kNames,
+      .aliases = {},
+      .resolve = &internal::ResolveTransformersCall,
+      .backend_call = &internal::TransformersBackendCall,
+      .default_softmax_scale = &internal::TransformersDefaultSoftmaxScale};
+  return kModel;
+}
+
+}  // namespace varlen

@@ -1,0 +1,66 @@
+// File: varlen/contract/transformers/version.h
+// -----------------------------------------------------------------------------
+//
+// The transformers releases faithful mode models, one per band of its vision
+// attention's history, and the steps in which they differ. transformers is
+// the third engine of the contract: its vision towers (Qwen2/2.5/3-VL,
+// GLM-4V, and 39 model families in 5.25.0) hand a packed sequence to an
+// attention function chosen by name, with rules neither SGLang nor vLLM
+// has. The transformers resolver reads every version-dependent step from
+// one TransformersBehavior. Hardened mode is version-independent.
+//
+//   4.57.6   the last 4.x: only "flash_attention_2" takes the varlen path;
+//            the vision max is a 0-d tensor computed in every layer
+//   5.14.1   the substring gate ("flash" in the name); still a 0-d tensor
+//   5.25.0   a caller's max_seqlen wins, a Python int otherwise (PR #47170)
+//
+// docs/contract-transformers.md lists the rules and the case of each.
+
+#ifndef VARLEN_CONTRACT_TRANSFORMERS_VERSION_H_
+#define VARLEN_CONTRACT_TRANSFORMERS_VERSION_H_
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace varlen {
+
+// Oldest first, in the order of the engine's EngineModel::versions
+// (engine.h), whose names they are.
+enum class TransformersVersion {
+  k4_57_6,
+  k5_14_1,
+  k5_25_0,  // the latest release
+};
+
+inline constexpr TransformersVersion kLatestTransformersVersion = TransformersVersion::k5_25_0;
+
+absl::string_view TransformersVersionName(TransformersVersion version);  // "5.25.0"
+absl::StatusOr<TransformersVersion> ParseTransformersVersion(absl::string_view name);
+
+// What differs between the bands, one field per difference.
+struct TransformersBehavior {
+  // VisionAttention's flash gate: `"flash" in name` (5.x) or
+  // `name == "flash_attention_2"` (4.53.1 to 4.57.x, where every other
+  // flash name splits per image and calls the dense kernel per image).
+  bool substring_flash_gate = true;
+  // The max the layer hands the kernel: the caller's max_seqlen when given,
+  // else one int per tower (5.15.0 on), or its own
+  // (cu_seqlens[1:] - cu_seqlens[:-1]).max(), a 0-d tensor, in every layer.
+  bool caller_max_wins = true;
+  // The kernel a flash name loads: its own (5.x), or always flash_attn's
+  // FlashAttention 2 (4.57.x: flash_attention_forward passes the name as
+  // `attn_implementation=`, which _flash_attention_forward's **kwargs
+  // swallows, so _lazy_imports gets None).
+  bool kernel_by_name = true;
+  // "flash_attention_4" is a registered implementation (5.x).
+  bool registers_flash_attention_4 = true;
+  // sdpa_attention_forward's final reshape of an empty segment's output
+  // raises (5.25.0); older bands return the empty output.
+  bool sdpa_empty_segment_raises = true;
+};
+
+const TransformersBehavior& BehaviorOf(TransformersVersion version);
+
+}  // namespace varlen
+
+#endif  // VARLEN_CONTRACT_TRANSFORMERS_VERSION_H_
