@@ -322,6 +322,17 @@ int ListBackends() {
               << "]\n  " << backend->description() << "\n  "
               << CapabilitiesText(backend->capabilities()) << "\n";
   }
+  // The versions faithful mode reproduces, per engine ("engine": and the
+  // version key of a case; --sglang, --vllm, --transformers).
+  std::cout << "engines (modelled versions, the latest the default):\n";
+  for (const Engine engine : AllEngines()) {
+    std::vector<std::string> versions;
+    for (const EngineVersion& v : EngineVersion::Modelled(engine)) versions.emplace_back(v.name());
+    std::vector<std::string> profiles;
+    for (const Profile p : ProfilesOf(engine)) profiles.emplace_back(ProfileName(p));
+    std::cout << "  " << EngineName(engine) << " " << absl::StrJoin(versions, ", ") << ": "
+              << absl::StrJoin(profiles, " ") << "\n";
+  }
   return kExitOk;
 }
 

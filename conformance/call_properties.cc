@@ -82,6 +82,45 @@ std::vector<CallForm> VllmWellFormedForms(const Case& c) {
   return forms;
 }
 
+bool IsTransformersFlash(Profile profile) {
+  return EngineOf(profile) == Engine::kTransformers &&
+         ProfileName(profile).find("flash") != absl::string_view::npos;
+}
+
+// transformers' well-formed spellings: through the layer with or without
+// the tower's precomputed max, and the attention interface called as the
+// layer calls it, its max as an int or (not for FlashAttention 4's DSL) a
+// host tensor the op converts, its scaling None (the kernel's own default,
+// the same value).
+std::vector<CallForm> TransformersWellFormedForms(const Case& c) {
+  const Geometry& g = c.geometry;
+  const Profile profile = c.call.profile;
+  std::vector<CallForm> forms;
+  auto add = [&](std::string label, bool prepared, Entry entry, auto&& edit) {
+    Case form = c;
+    SetCorrectCall(&form, profile, prepared, entry);
+    edit(&form.call);
+    forms.push_back({std::move(label), form.call});
+  };
+  auto as_is = [](CallSpec*) {};
+  add("through the layer", /*prepared=*/false, Entry::kLayer, as_is);
+  add("through the layer with the tower's max_seqlen", true, Entry::kLayer, as_is);
+  if (!IsTransformersFlash(profile)) return forms;
+  add("the attention interface", false, Entry::kDirect, as_is);
+  add("the attention interface, scaling None", false, Entry::kDirect,
+      [](CallSpec* call) { SetKwarg(call, "scaling", ArgLiteral::None()); });
+  if (profile != Profile::kTfFlashAttention4) {
+    add("the attention interface, max_length_q/k as host int64 tensors", false, Entry::kDirect,
+        [&](CallSpec* call) {
+          for (const char* key : {"max_length_q", "max_length_k"}) {
+            SetKwarg(call, key,
+                     ArgLiteral::IntScalarTensor(g.longest(), DType::kInt64, Device::kCpu));
+          }
+        });
+  }
+  return forms;
+}
+
 // Every well-formed spelling of c's arguments in c's calling convention that
 // the contract resolves to the same kernel arguments: the forms of
 // max_seqlen and cu_seqlens that resolve_precomputed_max_seqlen and the
@@ -89,6 +128,7 @@ std::vector<CallForm> VllmWellFormedForms(const Case& c) {
 // entries.
 std::vector<CallForm> WellFormedForms(const Case& c) {
   if (c.engine() == Engine::kVllm) return VllmWellFormedForms(c);
+  if (c.engine() == Engine::kTransformers) return TransformersWellFormedForms(c);
   const Geometry& g = c.geometry;
   const Profile profile = c.call.profile;
   const std::vector<int64_t> offsets = OffsetsOf(g.seq_lens);
@@ -217,8 +257,11 @@ std::string CheckGraphSafety(const Backend& backend, const Case& generated, Prop
   // sdpa builds its mask on the host, ascend_attn its list of ends, by
   // design; amx_attn runs on the CPU; vLLM's TORCH_SDPA splits by
   // cu_seqlens.tolist() (vllm-project/vllm#55882).
+  // transformers' split path (sdpa, eager) reads the lengths three times
+  // per layer, by design too.
   if (profile == Profile::kSdpa || profile == Profile::kAscendAttn ||
-      profile == Profile::kAmxAttn || profile == Profile::kVllmTorchSdpa) {
+      profile == Profile::kAmxAttn || profile == Profile::kVllmTorchSdpa ||
+      (c.engine() == Engine::kTransformers && !IsTransformersFlash(profile))) {
     return "";
   }
   SetCorrectCall(&c, profile, /*prepared=*/true, c.call.entry);
@@ -229,8 +272,10 @@ std::string CheckGraphSafety(const Backend& backend, const Case& generated, Prop
   std::vector<Mode> modes = {Mode::kHardened};
   // An engine's own code has faithful mode's only. Hardened vLLM validates
   // the builders' device tensors on the host: their offsets are not yet
-  // stamped as SGLang's hardened builders stamp theirs.
-  if (backend.call_level() || c.engine() == Engine::kVllm) modes.clear();
+  // stamped as SGLang's hardened builders stamp theirs; hardened
+  // transformers validates the tower's cu_seqlens on the host, which no
+  // builder stamps.
+  if (backend.call_level() || c.engine() != Engine::kSglang) modes.clear();
   const bool sglang_syncs =
       profile == Profile::kFlashinferCudnn ||
       (profile == Profile::kXpuAttn && !BehaviorOf(c.engine_version().sglang()).xpu_reads_metadata);
@@ -289,7 +334,15 @@ std::string CheckNoSilentCorruption(const Backend& backend, const Case& generate
   auto cu_with = [&](std::vector<int64_t> cu) {
     return [cu = std::move(cu)](CallSpec* call) {
       const ArgLiteral value = ArgLiteral::IntTensor(cu, DType::kInt32, Device::kCuda);
-      if (call->vllm_metadata.has_value()) {
+      if (EngineOf(call->profile) == Engine::kTransformers && call->entry == Entry::kDirect) {
+        // The attention interface's keywords (SDPA's and eager's ignore them).
+        for (const char* key : {"cu_seq_lens_q", "cu_seq_lens_k"}) {
+          if (std::any_of(call->kwargs.begin(), call->kwargs.end(),
+                          [&](const auto& kv) { return kv.first == key; })) {
+            SetKwarg(call, key, value);
+          }
+        }
+      } else if (call->vllm_metadata.has_value()) {
         call->vllm_metadata->cu_seqlens = ArgLiteral::IntTensor(cu, DType::kInt32, Device::kCpu);
       } else if (call->forward_metadata.has_value()) {
         call->forward_metadata->cu_seqlens = value;
@@ -299,6 +352,7 @@ std::string CheckNoSilentCorruption(const Backend& backend, const Case& generate
     };
   };
   const bool vllm = c.engine() == Engine::kVllm;
+  const bool transformers = c.engine() == Engine::kTransformers;
   const bool has_prepared = profile != Profile::kSdpa;
   const bool has_kwargs = profile != Profile::kSdpa && profile != Profile::kFlashinferCudnn &&
                           profile != Profile::kVllmFlashinfer;
@@ -319,7 +373,28 @@ std::string CheckNoSilentCorruption(const Backend& backend, const Case& generate
     corrupt("cu_seqlens[-1] short of the last token", has_prepared && !has_kwargs,
             cu_with(shorter));
   }
-  if (has_kwargs && longest > 0 && vllm && profile != Profile::kVllmTorchSdpa) {
+  if (transformers && IsTransformersFlash(profile) && longest > 0) {
+    corrupt("the tower's max_seqlen one below the longest sequence", true, [&](CallSpec* call) {
+      if (call->entry == Entry::kLayer) {
+        SetKwarg(call, "max_seqlen", ArgLiteral::Int(longest - 1));
+      } else {
+        SetKwarg(call, "max_length_q", ArgLiteral::Int(longest - 1));
+        SetKwarg(call, "max_length_k", ArgLiteral::Int(longest - 1));
+      }
+    });
+    // transformers' dense fallback: a call short of one of the four varlen
+    // keywords attends across the whole pack.
+    corrupt("one varlen keyword None (the dense fallback over the whole pack)", true,
+            [](CallSpec* call) {
+              if (call->entry == Entry::kLayer) {
+                call->cu_seqlens = ArgLiteral::None();
+              } else {
+                SetKwarg(call, "max_length_k", ArgLiteral::None());
+              }
+            });
+  } else if (transformers) {
+    // The split path ignores max_seqlen: the offsets are its one input.
+  } else if (has_kwargs && longest > 0 && vllm && profile != Profile::kVllmTorchSdpa) {
     corrupt("max_seqlen one below the longest sequence", false, [&](CallSpec* call) {
       SetKwarg(call, "max_seqlen",
                ArgLiteral::IntScalarTensor(longest - 1, DType::kInt32, Device::kCpu));

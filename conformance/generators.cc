@@ -1,6 +1,7 @@
 #include "varlen/conformance/generators.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <utility>
 
@@ -114,6 +115,62 @@ void FitBudget(Geometry* g, int64_t max_macs, int64_t min_head_dim) {
 
 namespace {
 
+// A wild case's call made a transformers call: VisionAttention with the
+// tower's cu_seqlens and keywords, or the attention interface with its
+// keywords, each now and then in another of the forms GenArg draws, or left
+// out.
+void MakeTransformersCall(Case* c) {
+  CallSpec& call = c->call;
+  const Geometry& g = c->geometry;
+  const std::vector<int64_t> offsets = OffsetsOf(g.seq_lens);
+  c->version.reset();
+  if (*rc::gen::arbitrary<bool>()) {
+    c->version = *rc::gen::elementOf(EngineVersion::Modelled(Engine::kTransformers));
+  }
+  call.graph_mode = false;
+  call.sdpa = SdpaOptions{};
+  call.bsz.reset();
+  call.seq_len.reset();
+  call.forward_metadata.reset();
+  call.kwargs.clear();
+  const ArgLiteral cu = ArgLiteral::IntTensor(offsets, DType::kInt32, Device::kCuda);
+  auto cu_form = [&] { return *rc::gen::inRange(0, 3) == 0 ? *GenArg(offsets, 1) : cu; };
+  auto max_form = [&] {
+    return *rc::gen::inRange(0, 3) == 0 ? *GenArg(offsets, 0) : ArgLiteral::Int(g.longest());
+  };
+  if (call.entry == Entry::kLayer) {
+    // One projection makes q, k and v: as many key heads as query heads.
+    c->geometry.num_kv_heads = g.num_heads;
+    call.cu_seqlens = cu_form();
+    if (*rc::gen::arbitrary<bool>()) call.kwargs.emplace_back("max_seqlen", max_form());
+    return;
+  }
+  call.rotary = false;
+  call.cu_seqlens = ArgLiteral::None();
+  if (*rc::gen::inRange(0, 8) != 0) call.kwargs.emplace_back("attention_mask", ArgLiteral::None());
+  if (const int scaling = *rc::gen::inRange(0, 4); scaling > 0) {
+    call.kwargs.emplace_back("scaling", scaling == 1 ? ArgLiteral::None()
+                                                     : ArgLiteral::Float(std::pow(
+                                                           static_cast<double>(g.head_dim), -0.5)));
+  }
+  if (*rc::gen::arbitrary<bool>()) call.kwargs.emplace_back("dropout", ArgLiteral::Float(0.0));
+  const ArgLiteral cu_q = cu_form();
+  const ArgLiteral max_q = max_form();
+  const std::pair<const char*, const ArgLiteral*> varlen[] = {{"cu_seq_lens_q", &cu_q},
+                                                              {"cu_seq_lens_k", &cu_q},
+                                                              {"max_length_q", &max_q},
+                                                              {"max_length_k", &max_q}};
+  for (const auto& [key, value] : varlen) {
+    if (*rc::gen::inRange(0, 8) != 0) call.kwargs.emplace_back(key, *value);
+  }
+  if (*rc::gen::inRange(0, 6) != 0) {
+    ArgLiteral is_causal;
+    is_causal.kind = ArgLiteral::Kind::kBool;
+    is_causal.b = *rc::gen::inRange(0, 8) == 0;
+    call.kwargs.emplace_back("is_causal", is_causal);
+  }
+}
+
 // A wild case's call made a vLLM call: vLLM's one entry, none of SGLang's
 // switches, q as [1, T, H, D] or as drawn, sometimes the builders' keywords.
 void MakeVllmCall(Case* c) {
@@ -156,22 +213,10 @@ void MakeVllmCall(Case* c) {
   }
 }
 
-// The profiles drawn when a backend names none: SGLang's and vLLM's. The
-// call properties' forms and corruptions are spelled for those two engines;
-// transformers' profiles run from its corpus cases and when a backend names
-// them.
-std::vector<Profile> DefaultDrawnProfiles() {
-  std::vector<Profile> profiles;
-  for (Profile p : AllProfiles()) {
-    if (EngineOf(p) != Engine::kTransformers) profiles.push_back(p);
-  }
-  return profiles;
-}
-
 // The calling conventions a forward case may use on `caps`.
 std::vector<Profile> ForwardProfiles(const BackendCapabilities& caps) {
   if (!caps.profiles.empty()) return caps.profiles;
-  return DefaultDrawnProfiles();
+  return {AllProfiles().begin(), AllProfiles().end()};
 }
 
 }  // namespace
@@ -238,7 +283,8 @@ rc::Gen<Case> GenCaseOf(const GeometryLimits& limits, std::optional<Profile> fix
                           Distribution::kSparseSmallIntegers, Distribution::kLargeLogits);
     const std::vector<int64_t> offsets = OffsetsOf(c.geometry.seq_lens);
     CallSpec& call = c.call;
-    call.profile = *rc::gen::elementOf(DefaultDrawnProfiles());
+    call.profile =
+        *rc::gen::elementOf(std::vector<Profile>(AllProfiles().begin(), AllProfiles().end()));
     if (fixed.has_value()) call.profile = *fixed;
     const int64_t tokens = c.geometry.total_tokens();
     call.entry = tokens > 0 && *rc::gen::arbitrary<bool>() ? Entry::kLayer : Entry::kDirect;
@@ -289,6 +335,7 @@ rc::Gen<Case> GenCaseOf(const GeometryLimits& limits, std::optional<Profile> fix
       call.seq_len = *rc::gen::inRange<int64_t>(0, 50);
     }
     if (EngineOf(call.profile) == Engine::kVllm) MakeVllmCall(&c);
+    if (EngineOf(call.profile) == Engine::kTransformers) MakeTransformersCall(&c);
     if (*rc::gen::arbitrary<bool>()) {
       Expectation e;
       e.outcome = *rc::gen::element(Expectation::Outcome::kError, Expectation::Outcome::kSuccess,

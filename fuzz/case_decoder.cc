@@ -82,10 +82,9 @@ class Decoder {
     longest_ = *std::max_element(c.geometry.seq_lens.begin(), c.geometry.seq_lens.end());
     width_ = c.geometry.num_heads * c.geometry.head_dim;
     // The engine first, then one of its profiles: each engine gets an even
-    // share of the inputs, whatever its number of profiles. transformers'
-    // calls are not decoded yet (its corpus cases run them).
-    constexpr Engine engines[] = {Engine::kSglang, Engine::kVllm};
-    const Engine engine = engines[in_.ConsumeIntegralInRange<size_t>(0, std::size(engines) - 1)];
+    // share of the inputs, whatever its number of profiles.
+    const absl::Span<const Engine> engines = AllEngines();
+    const Engine engine = engines[in_.ConsumeIntegralInRange<size_t>(0, engines.size() - 1)];
     const absl::Span<const Profile> profiles = ProfilesOf(engine);
     const Profile profile = profiles[in_.ConsumeIntegralInRange<size_t>(0, profiles.size() - 1)];
     if (engine == Engine::kVllm) {
@@ -96,6 +95,10 @@ class Decoder {
       // and then.
       if (in_.ConsumeIntegralInRange<int>(0, 3) != 0) c.geometry.head_dim_v = c.geometry.head_dim;
       c.call = DecodeVllmCall(profile, c.geometry);
+    } else if (engine == Engine::kTransformers) {
+      const std::vector<EngineVersion> bands = EngineVersion::Modelled(Engine::kTransformers);
+      c.version = bands[in_.ConsumeIntegralInRange<size_t>(0, bands.size() - 1)];
+      c.call = DecodeTransformersCall(profile, c.geometry);
     } else {
       c.call = DecodeSglangCall(profile);
     }
@@ -156,6 +159,33 @@ class Decoder {
     // variant): forward's **kwargs swallow it, hardened mode refuses it.
     if (in_.ConsumeIntegralInRange<int>(0, 15) == 0) {
       call.kwargs.emplace_back(PickOne<const char*>({"max_seq_len", "window_size", "s_aux"}),
+                               Arg(/*depth=*/1));
+    }
+    return call;
+  }
+
+  // transformers' two entries: VisionAttention with the tower's cu_seqlens
+  // and keywords, or the attention interface function with its own, each
+  // in every form and now and then absent, and now and then a keyword of
+  // the branches no tower takes.
+  CallSpec DecodeTransformersCall(Profile profile, const Geometry& g) {
+    CallSpec call;
+    call.profile = profile;
+    call.entry = in_.ConsumeBool() ? Entry::kLayer : Entry::kDirect;
+    call.layout = PickOne({QLayout::kPacked, QLayout::kPacked, QLayout::kFusedQkv});
+    if (g.head_dim_v != g.head_dim) call.layout = QLayout::kPacked;
+    if (call.entry == Entry::kLayer) {
+      call.rotary = in_.ConsumeBool();
+      call.cu_seqlens = Arg(/*depth=*/1);
+      if (in_.ConsumeBool()) call.kwargs.emplace_back("max_seqlen", Arg(/*depth=*/1));
+    } else {
+      for (const char* key : {"attention_mask", "scaling", "dropout", "cu_seq_lens_q",
+                              "cu_seq_lens_k", "max_length_q", "max_length_k", "is_causal"}) {
+        if (in_.ConsumeIntegralInRange<int>(0, 3) != 0) call.kwargs.emplace_back(key, Arg(1));
+      }
+    }
+    if (in_.ConsumeIntegralInRange<int>(0, 15) == 0) {
+      call.kwargs.emplace_back(PickOne<const char*>({"position_ids", "block_table"}),
                                Arg(/*depth=*/1));
     }
     return call;
@@ -259,6 +289,7 @@ class Decoder {
     const int taken = in_.ConsumeIntegralInRange<int>(0, 3);
     if (taken == 0) return;
     if (c->engine() == Engine::kVllm) return BlendWithCorrectVllmCall(c, taken);
+    if (c->engine() == Engine::kTransformers) return BlendWithCorrectTransformersCall(c, taken);
     const CallSpec wild = c->call;
     const bool layer = wild.entry == Entry::kLayer && c->geometry.total_tokens() > 0 &&
                        !c->geometry.softmax_scale.has_value();
@@ -296,6 +327,35 @@ class Decoder {
           for (const auto& [name, value] : wild.kwargs) {
             if (name == key) call.kwargs.emplace_back(name, value);
           }
+          break;
+        }
+      }
+    }
+  }
+
+  // BlendWithCorrectCall for transformers: the correct call through the
+  // decoded entry (with the tower's max or without) with `taken` of the
+  // decoded call's arguments: its cu_seqlens, or one of its keywords as it
+  // has it (or absent).
+  void BlendWithCorrectTransformersCall(Case* c, int taken) {
+    const CallSpec wild = c->call;
+    SetCorrectCall(c, wild.profile, in_.ConsumeBool(), wild.entry);
+    c->expect.reset();
+    CallSpec& call = c->call;
+    call.layout = wild.layout;
+    call.rotary = wild.rotary && call.entry == Entry::kLayer;
+    for (int i = 0; i < taken; ++i) {
+      if (call.entry == Entry::kLayer && in_.ConsumeIntegralInRange<int>(0, 3) == 0) {
+        call.cu_seqlens = wild.cu_seqlens;
+        continue;
+      }
+      if (wild.kwargs.empty()) continue;
+      const std::string key =
+          wild.kwargs[in_.ConsumeIntegralInRange<size_t>(0, wild.kwargs.size() - 1)].first;
+      std::erase_if(call.kwargs, [&](const auto& kv) { return kv.first == key; });
+      for (const auto& [name, value] : wild.kwargs) {
+        if (name == key) {
+          call.kwargs.emplace_back(name, value);
           break;
         }
       }
@@ -606,6 +666,8 @@ absl::StatusOr<Case> DecodeCase(absl::Span<const uint8_t> bytes, const DecodeLim
   c.call.rotary = false;
   if (ValidateCase(c).ok()) return c;
   c.call.entry = Entry::kDirect;  // the layer refuses an empty batch before any backend
+  // transformers' attention interface takes its offsets as keywords only.
+  if (c.engine() == Engine::kTransformers) c.call.cu_seqlens = ArgLiteral::None();
   VARLEN_RETURN_IF_ERROR(ValidateCase(c));
   return c;
 }

@@ -24,17 +24,19 @@ absl::StatusOr<TileElement> TileElementOf(DType dtype) {
 }  // namespace
 
 BackendCapabilities KernelCapabilities() {
-  return {.input_dtypes = {DType::kFloat32, DType::kFloat16, DType::kBFloat16},
-          .max_head_dim = kMaxHeadDim,
-          .grouped_query_attention = true,
-          .distinct_value_head_dim = true,
-          .strided_inputs = true,
-          .profiles = {Profile::kFa3, Profile::kTritonAttn, Profile::kFa4, Profile::kAiterAttn,
-                       Profile::kAscendAttn, Profile::kAmxAttn, Profile::kXpuAttn,
-                       Profile::kVllmFlashAttnFa2, Profile::kVllmFlashAttnFa3,
-                       Profile::kVllmTritonAttn},
-          .max_sequences = kSm90Limits.max_grid_z,
-          .device = "cuda"};
+  return {
+      .input_dtypes = {DType::kFloat32, DType::kFloat16, DType::kBFloat16},
+      .max_head_dim = kMaxHeadDim,
+      .grouped_query_attention = true,
+      .distinct_value_head_dim = true,
+      .strided_inputs = true,
+      .profiles = {Profile::kFa3, Profile::kTritonAttn, Profile::kFa4, Profile::kAiterAttn,
+                   Profile::kAscendAttn, Profile::kAmxAttn, Profile::kXpuAttn,
+                   Profile::kVllmFlashAttnFa2, Profile::kVllmFlashAttnFa3, Profile::kVllmTritonAttn,
+                   Profile::kTfFlashAttention2, Profile::kTfFlashAttention3,
+                   Profile::kTfFlashAttention4, Profile::kTfHubFlashAttn2},
+      .max_sequences = kSm90Limits.max_grid_z,
+      .device = "cuda"};
 }
 
 absl::StatusOr<LaunchPlan> PlanForwardLaunch(const VarlenAttentionParams& p,

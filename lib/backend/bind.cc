@@ -383,9 +383,11 @@ absl::Status CheckFlashDtypesAndCuSeqlens(const ResolvedArgs& call, const Tensor
 }
 
 // Then the head sizes and shapes, once FA2 has checked the batch.
-absl::Status CheckFlashHeadsAndShapes(const ResolvedArgs& call, const Tensor& cu, int fa_version) {
-  const int64_t heads = call.q.size(1), head_size = call.q.size(2);
-  const int64_t kv_heads = call.k.size(1), head_size_v = call.v.size(2);
+// `head_pad` columns the Python wrapper added to each of q, k and v.
+absl::Status CheckFlashHeadsAndShapes(const ResolvedArgs& call, const Tensor& cu, int fa_version,
+                                      int64_t head_pad) {
+  const int64_t heads = call.q.size(1), head_size = call.q.size(2) + head_pad;
+  const int64_t kv_heads = call.k.size(1), head_size_v = call.v.size(2) + head_pad;
   // csrc/flash_attn/flash_api.cpp:604, hopper/flash_api.cpp:745
   if (head_size > 256) {
     return CapabilityLimit("FlashAttention forward only supports head dimension at most 256");
@@ -415,7 +417,7 @@ absl::Status CheckFlashHeadsAndShapes(const ResolvedArgs& call, const Tensor& cu
   // FA2 checks q, k, v, then cu_seqlens (csrc/flash_attn/flash_api.cpp:611-622);
   // FA3 q, cu_seqlens, then k and v (hopper/flash_api.cpp:775-784). q's
   // shape holds by construction (its sizes are read from it).
-  const bool k_ok = call.k.size(2) == head_size;
+  const bool k_ok = call.k.size(2) + head_pad == head_size;
   const bool v_ok = call.v.size(0) == call.k.size(0) && call.v.size(1) == kv_heads &&
                     (fa_version == 3 || head_size_v == head_size);
   const bool cu_ok = cu.dim() == 1;
@@ -513,7 +515,7 @@ absl::StatusOr<int64_t> CheckSglangFa3Entry(const ResolvedArgs& call, const Flas
     return absl::UnimplementedError(
         "mha_fwd reads sizes of q, k, v or cu_seqlens_q that it has not checked: not modelled");
   }
-  VARLEN_RETURN_IF_ERROR(CheckFlashHeadsAndShapes(call, cu, 3));
+  VARLEN_RETURN_IF_ERROR(CheckFlashHeadsAndShapes(call, cu, 3, /*head_pad=*/0));
   return *max;
 }
 
@@ -930,6 +932,12 @@ absl::StatusOr<bool> CheckFa4Entry(const ResolvedArgs& call, const FlashVarlenAr
                             : "Boolean value of Tensor with more than one value is ambiguous");
   }
   // if:1350 on: the compile converts the arguments.
+  if (max.is_tensor() && args.dsl_max_seqlen_position > 0) {
+    return PythonError(PyErrorKind::kDslRuntimeError,
+                       absl::StrCat("expects argument #", args.dsl_max_seqlen_position,
+                                    " (max_seqlen_q) to be one of (Int32, int, NoneType), but got "
+                                    "torch.Tensor"));
+  }
   if (head_dim_v == 512) return not_modelled("the MLA head sizes (x, 512) without qv");
   VARLEN_RETURN_IF_ERROR(args.scale_not_modelled);
   if (const Value::Kind kind = args.scale_argument.kind();
@@ -1007,20 +1015,26 @@ absl::StatusOr<KernelCall> BindFlashVarlen(const ResolvedArgs& call, const Flash
     VARLEN_RETURN_IF_ERROR(CheckFlashCuSeqlens(cu, call.q, args.fa_version));
   }
   const int64_t batch = std::max<int64_t>(cu.numel() - 1, 0);
+  const int64_t head_pad =
+      args.pads_head_dim_to_8 && call.q.size(2) % 8 != 0 ? 8 - call.q.size(2) % 8 : 0;
   if (args.fa_version == 2) {
     // mha_varlen_fwd swaps heads into the sequence axis for one-row queries
     // under GQA, a reshape that assumes every sequence has exactly one row
     // (Dao-AILab/flash-attention#1537).
-    const int64_t heads = call.q.size(1), kv_heads = call.k.size(1), dim = call.q.size(2);
+    const int64_t heads = call.q.size(1), kv_heads = call.k.size(1),
+                  dim = call.q.size(2) + head_pad;
     if (max_seqlen == 1 && kv_heads > 0 && heads > kv_heads && dim % 8 == 0 &&
         call.q.size(0) != batch) {
-      return RuntimeError(absl::StrCat("shape '[", batch, ", ", kv_heads, ", ", heads / kv_heads,
-                                       ", ", dim, "]' is invalid for input of size ",
-                                       call.q.numel()));
+      return RuntimeError(
+          absl::StrCat("shape '[", batch, ", ", kv_heads, ", ", heads / kv_heads, ", ", dim,
+                       "]' is invalid for input of size ",
+                       call.q.numel() / std::max<int64_t>(call.q.size(2), 1) * dim));
     }
     if (batch == 0) return RuntimeError("batch size must be positive");
   }
-  if (checked_shapes) VARLEN_RETURN_IF_ERROR(CheckFlashHeadsAndShapes(call, cu, args.fa_version));
+  if (checked_shapes) {
+    VARLEN_RETURN_IF_ERROR(CheckFlashHeadsAndShapes(call, cu, args.fa_version, head_pad));
+  }
   return LaunchFlashVarlen(call, args, cu, max_seqlen);
 }
 

@@ -308,6 +308,8 @@ nb::dict DescribeCall(const AttentionCall& call, Profile profile) {
     d["vllm_layer"] = layer;
   }
   d["entry"] = std::string(EntryName(call.entry));
+  // transformers' layer: whether the rotary embedding made q and k dense.
+  d["rotary"] = call.rotary;
   d["graph_mode"] = call.graph_mode;
   d["q"] = describe.Tensor(seen.q);
   d["k"] = describe.Tensor(seen.k);

@@ -425,7 +425,15 @@ NB_MODULE(_core, m) {
   m.def(
       "generate_calls",
       [](int count, uint64_t seed, const std::string& profile, const std::string& version_name) {
-        const Profile p = OrRaise(ParseAnyProfile(profile));
+        Profile p = OrRaise(ParseAnyProfile(profile));
+        // A name two engines share ("sdpa": SGLang's and transformers') is
+        // the profile of the engine whose version is named.
+        if (!EngineVersion::Parse(EngineOf(p), version_name).ok()) {
+          for (const Engine engine : AllEngines()) {
+            absl::StatusOr<Profile> named = ParseProfile(profile, engine);
+            if (named.ok() && EngineVersion::Parse(engine, version_name).ok()) p = *named;
+          }
+        }
         const EngineVersion version = OrRaise(EngineVersion::Parse(EngineOf(p), version_name));
         const GeometryLimits limits{.max_sequences = 5,
                                     .max_len = 24,

@@ -122,14 +122,10 @@ TEST(CaseDecoderTest, RandomInputsReachEveryFormTheContractDistinguishes) {
     }
     if (c->call.forward_metadata.has_value()) builders.insert(c->call.forward_metadata->builder);
   }
-  // Every profile of the decoded engines (transformers' calls are not
-  // decoded yet), each engine about an even share.
-  constexpr Engine kDecoded[] = {Engine::kSglang, Engine::kVllm};
-  size_t decoded_profiles = 0;
-  for (const Engine engine : kDecoded) decoded_profiles += ProfilesOf(engine).size();
-  EXPECT_EQ(profiles.size(), decoded_profiles);
-  for (const Engine engine : kDecoded) {
-    EXPECT_GT(calls_of[engine], 8000 / static_cast<int>(std::size(kDecoded)) * 4 / 5)
+  EXPECT_EQ(profiles.size(), AllProfiles().size());
+  // Each engine gets about an even share, whatever its number of profiles.
+  for (const Engine engine : AllEngines()) {
+    EXPECT_GT(calls_of[engine], 8000 / static_cast<int>(AllEngines().size()) * 4 / 5)
         << EngineName(engine);
   }
   EXPECT_EQ(vllm_layouts.size(), 4u) << "packed, batched, fused_qkv, batched_fused_qkv";

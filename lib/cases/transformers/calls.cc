@@ -4,6 +4,7 @@
 // cu_seq_lens_q/k, max_length_q/k, is_causal as keywords), with the layer's
 // [T, H, D] projections as q, k and v, and what a tower passes each.
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -17,7 +18,7 @@ namespace {
 
 using internal::PathError;
 
-absl::Status ValidateTransformersCall(const CallSpec& c, const Geometry&) {
+absl::Status ValidateTransformersCall(const CallSpec& c, const Geometry& g) {
   const std::string p = "$.call";
   if (c.layout != QLayout::kPacked && c.layout != QLayout::kFusedQkv) {
     return PathError(p + ".layout",
@@ -30,6 +31,11 @@ absl::Status ValidateTransformersCall(const CallSpec& c, const Geometry&) {
   }
   if (c.forward_metadata.has_value() || c.vllm_metadata.has_value()) {
     return PathError(p, "forward_metadata and vllm_metadata are other engines'");
+  }
+  if (c.entry == Entry::kLayer && g.num_kv_heads != g.num_heads) {
+    return PathError("$.geometry.num_kv_heads",
+                     "VisionAttention projects q, k and v with num_heads heads each: through the "
+                     "layer, num_kv_heads equals num_heads");
   }
   if (c.entry == Entry::kDirect) {
     if (c.rotary) {
@@ -45,22 +51,29 @@ absl::Status ValidateTransformersCall(const CallSpec& c, const Geometry&) {
   return absl::OkStatus();
 }
 
-// One head size for q, k and v (one qkv projection), and at least one token.
-bool TransformersCanCarry(Profile, const Geometry& g) {
-  return g.head_dim_v == g.head_dim && g.num_heads == g.num_kv_heads && g.total_tokens() > 0;
-}
-
-bool TransformersTakesFusedQkv(Profile, const Geometry& g) { return g.head_dim_v == g.head_dim; }
-
 bool IsFlashName(Profile profile) {
   return ProfileName(profile).find("flash") != absl::string_view::npos;
 }
 
+int64_t NonEmptySequences(const Geometry& g) {
+  return std::count_if(g.seq_lens.begin(), g.seq_lens.end(), [](int64_t n) { return n > 0; });
+}
+
+// One head size for q, k and v (one qkv projection), and at least one
+// token. The layer's scale is head_dim**-0.5: another intended scale is the
+// interface's `scaling`, which SDPA and eager take for one sequence only.
+bool TransformersCanCarry(Profile profile, const Geometry& g) {
+  return g.head_dim_v == g.head_dim && g.num_heads == g.num_kv_heads && g.total_tokens() > 0 &&
+         (!g.softmax_scale.has_value() || IsFlashName(profile) || NonEmptySequences(g) == 1);
+}
+
+bool TransformersTakesFusedQkv(Profile, const Geometry& g) { return g.head_dim_v == g.head_dim; }
+
 // What a tower passes: int32 offsets on the device, one per frame (a grid
 // never makes an empty one), through the layer with the tower's
 // precomputed int max when `prepared`; or the interface call the layer
-// makes. SDPA and eager over several sequences are only correct through the
-// layer, which splits them.
+// makes, the one way to another scale than the layer's. SDPA and eager over
+// several sequences are only correct through the layer, which splits them.
 void SetCorrectTransformersCall(Case* c, Profile profile, bool prepared, Entry entry) {
   const Geometry& g = c->geometry;
   CallSpec& call = c->call;
@@ -70,9 +83,9 @@ void SetCorrectTransformersCall(Case* c, Profile profile, bool prepared, Entry e
   }
   const ArgLiteral cu = ArgLiteral::IntTensor(OffsetsOf(lengths), DType::kInt32, Device::kCuda);
   call.layout = QLayout::kPacked;
-  call.entry = entry == Entry::kDirect && (IsFlashName(profile) || lengths.size() == 1)
-                   ? Entry::kDirect
-                   : Entry::kLayer;
+  const bool direct = entry == Entry::kDirect || g.softmax_scale.has_value();
+  call.entry =
+      direct && (IsFlashName(profile) || lengths.size() == 1) ? Entry::kDirect : Entry::kLayer;
   if (call.entry == Entry::kLayer) {
     call.cu_seqlens = cu;
     if (prepared) call.kwargs.emplace_back("max_seqlen", ArgLiteral::Int(g.longest()));

@@ -44,7 +44,7 @@ FlashVarlenArgs FlashKernelArgs(const ResolveContext& ctx, Profile profile);
 
 // sdpa_attention_forward or eager_attention_forward called once over the
 // whole of q, k and v: the varlen keywords fall into **kwargs, unread.
-absl::StatusOr<ResolvedArgs> ResolveDenseInterface(const ResolveContext& ctx,
+absl::StatusOr<ResolvedArgs> ResolveDenseInterface(const ResolveContext& ctx, Profile profile,
                                                    const InterfaceCall& in);
 
 // VisionAttention's split path: torch.split by cu_seqlens' differences, the

@@ -71,20 +71,16 @@ absl::Status NotModelled(absl::string_view what) {
 // torch op's argument parser converts a one-element integral tensor (a host
 // read when it lives on the device); FA4's CuTe DSL refuses any tensor.
 absl::StatusOr<Value> KernelIntArgument(const ResolveContext& ctx, const FlashKernel& kernel,
-                                        const Value& max, absl::string_view argument,
-                                        int dsl_position) {
+                                        const Value& max, absl::string_view argument) {
   switch (max.kind()) {
     case Value::Kind::kInt:
     case Value::Kind::kBool:
       return max;
     case Value::Kind::kTensor: {
       const Tensor& t = max.as_tensor();
-      if (kernel.fa_version == 4) {
-        return PythonError(PyErrorKind::kDslRuntimeError,
-                           absl::StrCat("expects argument #", dsl_position, " (", argument,
-                                        ") to be one of (Int32, int, NoneType), but got "
-                                        "torch.Tensor"));
-      }
+      // FA4's interface asserts on its inputs first; the DSL then refuses
+      // the tensor (the binding: dsl_max_seqlen_position).
+      if (kernel.fa_version == 4) return max;
       if (t.numel() != 1 || IsFloatingPoint(t.dtype())) {
         return NotModelled(absl::StrCat(argument, "=", max.Repr(),
                                         " meets the op's int argument (the parser's message)"));
@@ -142,8 +138,10 @@ absl::StatusOr<ResolvedArgs> FaithfulFlash(const ResolveContext& ctx, Profile pr
   const FlashKernel kernel = KernelOf(ctx, profile);
   const Tensor& q = call.q;
   if (q.numel() == 0) return FlashZeroDimensionError();
-  if (call.v.size(-1) < q.size(-1)) {
-    return NotModelled("a value head dim below the query's (flash_attention_forward pads v)");
+  if (TransformersBehaviorOf(ctx).pads_value_to_query_head_dim && call.v.size(-1) != q.size(-1)) {
+    return NotModelled(
+        "a value head dim other than the query's (flash_attention_forward pads or crops v to "
+        "it)");
   }
   if (q.dtype() == DType::kFloat32) {
     ctx.Note(
@@ -189,13 +187,15 @@ absl::StatusOr<ResolvedArgs> FaithfulFlash(const ResolveContext& ctx, Profile pr
   }
   if (!same_offsets) return NotModelled("cu_seq_lens_k other than cu_seq_lens_q");
   VARLEN_ASSIGN_OR_RETURN(Value max_q,
-                          KernelIntArgument(ctx, kernel, in.max_length_q, "max_seqlen_q", 26));
+                          KernelIntArgument(ctx, kernel, in.max_length_q, "max_seqlen_q"));
   VARLEN_ASSIGN_OR_RETURN(Value max_k,
-                          KernelIntArgument(ctx, kernel, in.max_length_k, "max_seqlen_k", 27));
+                          KernelIntArgument(ctx, kernel, in.max_length_k, "max_seqlen_k"));
   if (max_q.kind() != max_k.kind() || max_q.Repr() != max_k.Repr()) {
     return NotModelled("max_length_k other than max_length_q");
   }
-  args.cu_seqlens = in.cu_seq_lens_q;
+  // FlashAttention 3's interface makes cu_seqlens contiguous before its op.
+  args.cu_seqlens =
+      kernel.fa_version == 3 ? Value::FromTensor(cu_q.Contiguous()) : in.cu_seq_lens_q;
   args.max_seqlen = max_q;
   return WithInputs(call, std::move(args));
 }
@@ -310,8 +310,10 @@ FlashVarlenArgs FlashKernelArgs(const ResolveContext& ctx, Profile profile) {
   FlashVarlenArgs args;
   if (const FlashKernel kernel = KernelOf(ctx, profile); kernel.fa_version == 4) {
     args.sglang_entry = FlashVarlenArgs::SglangEntry::kFa4;
+    args.dsl_max_seqlen_position = 26;  // flash_attn.cute's, as #48353 quotes it
   } else {
     args.fa_version = kernel.fa_version;
+    args.pads_head_dim_to_8 = kernel.fa_version == 2;
   }
   return args;
 }

@@ -87,7 +87,7 @@ absl::StatusOr<ResolvedArgs> ResolveInterface(const ResolveContext& ctx, Profile
   in.dropout = KeywordOr(ctx, "dropout", Value::Float(0.0));
   in.scaling = ctx.kwargs.get("scaling");
   in.is_causal = ctx.kwargs.get("is_causal");
-  if (!IsFlashName(profile)) return ResolveDenseInterface(ctx, in);
+  if (!IsFlashName(profile)) return ResolveDenseInterface(ctx, profile, in);
   in.cu_seq_lens_q = ctx.kwargs.get("cu_seq_lens_q");
   in.cu_seq_lens_k = ctx.kwargs.get("cu_seq_lens_k");
   in.max_length_q = ctx.kwargs.get("max_length_q");

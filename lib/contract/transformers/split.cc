@@ -34,8 +34,9 @@ bool IsFlashName(Profile profile) { return absl::StrContains(ProfileName(profile
 // sequence without varlen keywords, so the dense flash_attn_func per image.
 absl::StatusOr<ResolvedArgs> FlashPerSequence(const ResolveContext& ctx, Profile profile,
                                               const std::vector<int64_t>& lens, double scaling) {
-  if (std::find(lens.begin(), lens.end(), 0) != lens.end() || ctx.call.q.size(1) == 0 ||
-      ctx.call.q.size(2) == 0) {
+  // Images are called in order: an empty one is refused when its turn
+  // comes, after the kernel has taken the ones before it.
+  if (lens.front() == 0 || ctx.call.q.size(1) == 0 || ctx.call.q.size(2) == 0) {
     return FlashZeroDimensionError();
   }
   ctx.Note("each sequence a dense flash_attn_func call (the 4.57.x flash gate)");
@@ -50,7 +51,32 @@ absl::StatusOr<ResolvedArgs> FlashPerSequence(const ResolveContext& ctx, Profile
   args.scale_argument = Value::Float(scaling);
   ResolvedArgs resolved = WithInputs(ctx.call);
   resolved.args = std::move(args);
+  if (std::find(lens.begin(), lens.end(), 0) != lens.end()) {
+    resolved.after_kernel = FlashZeroDimensionError();
+  }
   return resolved;
+}
+
+// SDPA and eager called on the vision module, whose num_key_value_groups is
+// 1: more than one key head, but fewer than query heads, meet in a
+// broadcast over the heads.
+absl::Status CheckHeadsMatch(const AttentionCall& call) {
+  // One key head broadcasts over every query head.
+  if (call.k.size(1) == call.q.size(1) || call.k.size(1) == 1) return absl::OkStatus();
+  return PythonError(
+      PyErrorKind::kRuntimeError,
+      absl::StrCat("The size of tensor a (", call.q.size(1), ") must match the size of tensor b (",
+                   call.k.size(1), ") at non-singleton dimension 1"));
+}
+
+// 5.25.0's sdpa_attention_forward reshapes a chunk's output with -1: an
+// empty chunk leaves -1 ambiguous.
+absl::Status EmptyChunkReshapeError(const AttentionCall& call) {
+  return PythonError(
+      PyErrorKind::kRuntimeError,
+      absl::StrCat("cannot reshape tensor of 0 elements into shape [1, -1, 0, ", call.v.size(2),
+                   "] because the unspecified dimension size -1 can be any value "
+                   "and is ambiguous"));
 }
 
 absl::StatusOr<ResolvedArgs> FaithfulSplit(const ResolveContext& ctx, Profile profile,
@@ -59,21 +85,20 @@ absl::StatusOr<ResolvedArgs> FaithfulSplit(const ResolveContext& ctx, Profile pr
   if (cu.is_none()) {
     return PythonError(PyErrorKind::kTypeError, "'NoneType' object is not subscriptable");
   }
-  if (!cu.is_tensor())
-    return absl::UnimplementedError("transformers: a cu_seqlens of another type");
+  if (!cu.is_tensor()) {
+    return absl::UnimplementedError("transformers: a cu_seqlens of another type: not modelled");
+  }
   ctx.Note("lengths = cu_seqlens[1:] - cu_seqlens[:-1]; lengths.tolist() once per q, k and v");
-  VARLEN_ASSIGN_OR_RETURN(
-      const std::vector<int64_t> lens,
-      SplitSizesOf(cu.as_tensor(), /*reads=*/3, "lengths.tolist() in torch.split"));
+  // q's split reads the lengths and checks them; k's and v's read them again.
+  constexpr absl::string_view kRead = "lengths.tolist() in torch.split";
+  VARLEN_ASSIGN_OR_RETURN(const std::vector<int64_t> lens,
+                          SplitSizesOf(cu.as_tensor(), /*reads=*/1, kRead));
   VARLEN_RETURN_IF_ERROR(CheckSplitSizes(lens, q.size(0), /*dim=*/2));
+  VARLEN_RETURN_IF_ERROR(SplitSizesOf(cu.as_tensor(), /*reads=*/2, kRead).status());
   if (IsFlashName(profile)) return FlashPerSequence(ctx, profile, lens, scaling);
   if (profile == Profile::kTfSdpa && TransformersBehaviorOf(ctx).sdpa_empty_segment_raises &&
       std::find(lens.begin(), lens.end(), 0) != lens.end()) {
-    return PythonError(
-        PyErrorKind::kRuntimeError,
-        absl::StrCat("cannot reshape tensor of 0 elements into shape [1, -1, 0, ", q.size(2),
-                     "] because the unspecified dimension size -1 can be any "
-                     "value and is ambiguous"));
+    return EmptyChunkReshapeError(ctx.call);
   }
   ResolvedArgs resolved = WithInputs(ctx.call);
   resolved.args = ChunkedSdpa(lens, 1, q.size(0), scaling);
@@ -110,7 +135,7 @@ absl::StatusOr<ResolvedArgs> ResolveSplit(const ResolveContext& ctx, Profile pro
                         : FaithfulSplit(ctx, profile, cu_seqlens, scaling);
 }
 
-absl::StatusOr<ResolvedArgs> ResolveDenseInterface(const ResolveContext& ctx,
+absl::StatusOr<ResolvedArgs> ResolveDenseInterface(const ResolveContext& ctx, Profile profile,
                                                    const InterfaceCall& in) {
   const Tensor& q = ctx.call.q;
   const bool causal = !in.is_causal.is_none() &&
@@ -139,6 +164,17 @@ absl::StatusOr<ResolvedArgs> ResolveDenseInterface(const ResolveContext& ctx,
                          "float or None scaling");
     }
   } else {
+    // eager's matmul checks the heads whatever the sizes; SDPA, given no
+    // tokens, returns before it compares them.
+    if (profile == Profile::kTfEager ||
+        (TransformersBehaviorOf(ctx).module_has_kv_groups && q.size(0) > 0)) {
+      VARLEN_RETURN_IF_ERROR(CheckHeadsMatch(ctx.call));
+    }
+    if (profile == Profile::kTfEager && in.scaling.is_none()) {
+      // eager_attention_forward multiplies by its scaling argument.
+      return PythonError(PyErrorKind::kTypeError,
+                         "unsupported operand type(s) for *: 'Tensor' and 'NoneType'");
+    }
     if (causal) return absl::UnimplementedError("transformers: is_causal=True: not modelled");
     if (!in.attention_mask.is_none()) {
       return absl::UnimplementedError("transformers: an attention_mask: not modelled");
@@ -148,6 +184,10 @@ absl::StatusOr<ResolvedArgs> ResolveDenseInterface(const ResolveContext& ctx,
           absl::StrCat("transformers: scaling=", in.scaling.Repr(), ": not modelled"));
     }
     ctx.Note("one call over the whole pack: cu_seq_lens_* and max_length_* are never read");
+    if (profile == Profile::kTfSdpa && TransformersBehaviorOf(ctx).sdpa_empty_segment_raises &&
+        q.size(0) == 0) {
+      return EmptyChunkReshapeError(ctx.call);
+    }
   }
   ResolvedArgs resolved = WithInputs(ctx.call);
   resolved.args = ChunkedSdpa({}, 1, q.size(0), scaling);

@@ -20,11 +20,14 @@ const TransformersBehavior& BehaviorOf(TransformersVersion version) {
                                                    .caller_max_wins = false,
                                                    .kernel_by_name = false,
                                                    .registers_flash_attention_4 = false,
+                                                   .pads_value_to_query_head_dim = false,
+                                                   .module_has_kv_groups = false,
                                                    .sdpa_empty_segment_raises = false};
   static constexpr TransformersBehavior k5_14_1 = {.substring_flash_gate = true,
                                                    .caller_max_wins = false,
                                                    .kernel_by_name = true,
                                                    .registers_flash_attention_4 = true,
+                                                   .pads_value_to_query_head_dim = false,
                                                    .sdpa_empty_segment_raises = false};
   static constexpr TransformersBehavior k5_25_0 = {};
   switch (version) {

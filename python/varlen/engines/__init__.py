@@ -1,6 +1,6 @@
 """The engines whose own code judges faithful mode, one module each.
 
-An engine module (sglang, vllm) reads the engine's code from its wheel and
+An engine module (sglang, vllm, transformers) reads the engine's code from its wheel and
 runs it on the CPU under the shared machinery (device: device-tensor
 stand-ins, the host-sync ledger, the kernels' capture; source: the wheel
 fetcher and the code extraction; compare: the comparison and the tally), and
@@ -21,7 +21,7 @@ from __future__ import annotations
 import importlib
 import types
 
-ENGINES = ("sglang", "vllm")
+ENGINES = ("sglang", "vllm", "transformers")
 
 
 def engine_module(name: str) -> types.ModuleType:

@@ -79,6 +79,14 @@ struct FlashVarlenArgs {
   // (`scale_not_modelled`); a float, int or bool has `scale`.
   Value scale_argument;
   absl::Status scale_not_modelled;
+  // flash_attn's own Python wrapper (FA2 as transformers loads it) pads q, k
+  // and v's head dims by q's remainder to a multiple of 8 before the op
+  // checks them, and slices the output back; vLLM's build does not.
+  bool pads_head_dim_to_8 = false;
+  // FA4 through flash_attn.cute: the CuTe DSL's position of max_seqlen_q,
+  // where it refuses a tensor (DSLRuntimeError); 0 where that conversion is
+  // not modelled (SGLang's vendored copy).
+  int dsl_max_seqlen_position = 0;
 };
 
 // context_attention_fwd's varlen arguments.

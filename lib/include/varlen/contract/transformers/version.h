@@ -54,6 +54,14 @@ struct TransformersBehavior {
   bool kernel_by_name = true;
   // "flash_attention_4" is a registered implementation (5.x).
   bool registers_flash_attention_4 = true;
+  // flash_attention_forward pads v to q's head dim (F.pad by the
+  // difference, which crops a wider v), 5.25.0.
+  bool pads_value_to_query_head_dim = true;
+  // The vision module has num_key_value_groups (= 1, 5.x): SDPA then
+  // repeats k and v by it, a no-op, and fewer key heads meet the query's in
+  // a broadcast; without it (4.57.x) sdpa_attention_forward passes
+  // enable_gqa=True.
+  bool module_has_kv_groups = true;
   // sdpa_attention_forward's final reshape of an empty segment's output
   // raises (5.25.0); older bands return the empty output.
   bool sdpa_empty_segment_raises = true;

@@ -1,0 +1,214 @@
+// transformers' vision attention contract in its three bands (4.57.6, 5.14.1,
+// 5.25.0): the flash gate, the max the layer passes, the four-or-nothing
+// varlen branch and its dense fallback, the split path's host syncs, the
+// kernel a name loads, and hardened mode's refusals (docs/
+// contract-transformers.md; the corpus cases transformers-* pin the
+// messages run on the wheels).
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "support/test_util.h"
+#include "varlen/contract/resolve.h"
+#include "varlen/contract/transformers/version.h"
+
+namespace varlen {
+namespace {
+
+using test::ExpectPyError;
+using test::Ints;
+using test::IntTensor;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr TransformersVersion k4_57 = TransformersVersion::k4_57_6;
+constexpr TransformersVersion k5_14 = TransformersVersion::k5_14_1;
+constexpr TransformersVersion k5_25 = TransformersVersion::k5_25_0;
+
+// VisionAttention.forward in `version`: q, k and v the [T, H, D] projections.
+AttentionCall LayerCall(std::vector<int64_t> lengths, TransformersVersion version,
+                        int64_t heads = 2, int64_t dim = 16) {
+  int64_t tokens = 0;
+  for (int64_t l : lengths) tokens += l;
+  AttentionCall call;
+  call.q = Tensor::Zeros(DType::kBFloat16, Device::kCuda, {tokens, heads, dim});
+  call.k = Tensor::Zeros(DType::kBFloat16, Device::kCuda, {tokens, heads, dim});
+  call.v = Tensor::Zeros(DType::kBFloat16, Device::kCuda, {tokens, heads, dim});
+  call.entry = Entry::kLayer;
+  call.version = version;
+  call.cu_seqlens = Value::FromTensor(IntTensor(test::Offsets(lengths)));
+  return call;
+}
+
+// The attention interface called as the layer calls it.
+AttentionCall InterfaceCall(std::vector<int64_t> lengths, int64_t max) {
+  AttentionCall call = LayerCall(lengths, k5_25);
+  call.entry = Entry::kDirect;
+  const Value cu = call.cu_seqlens;
+  call.cu_seqlens = Value::None();
+  call.kwargs.set("attention_mask", Value::None());
+  call.kwargs.set("scaling", Value::Float(0.25));
+  call.kwargs.set("dropout", Value::Float(0.0));
+  call.kwargs.set("cu_seq_lens_q", cu);
+  call.kwargs.set("cu_seq_lens_k", cu);
+  call.kwargs.set("max_length_q", Value::Int(max));
+  call.kwargs.set("max_length_k", Value::Int(max));
+  call.kwargs.set("is_causal", Value::Bool(false));
+  return call;
+}
+
+const FlashVarlenArgs& Flash(const Resolution& r) {
+  return std::get<FlashVarlenArgs>(r.args->args);
+}
+
+TEST(TransformersVersionTest, BandsAreData) {
+  EXPECT_EQ(*ParseTransformersVersion("5.14.1"), k5_14);
+  EXPECT_EQ(ParseTransformersVersion("5.24.0").status().message(),
+            "transformers version \"5.24.0\" is not modelled (modelled: 4.57.6, 5.14.1, 5.25.0)");
+  EXPECT_FALSE(BehaviorOf(k4_57).substring_flash_gate);
+  EXPECT_FALSE(BehaviorOf(k5_14).caller_max_wins);
+  EXPECT_TRUE(BehaviorOf(k5_25).sdpa_empty_segment_raises);
+  EXPECT_EQ(EngineVersion::Latest(Engine::kTransformers).name(), "5.25.0");
+}
+
+TEST(TransformersProfileTest, SdpaUnqualifiedIsSglangs) {
+  EXPECT_EQ(ProfilesOf(Engine::kTransformers).size(), 6u);
+  EXPECT_EQ(*ParseAnyProfile("sdpa"), Profile::kSdpa);
+  EXPECT_EQ(*ParseAnyProfile("transformers:sdpa"), Profile::kTfSdpa);
+  EXPECT_EQ(*ParseProfile("sdpa", Engine::kTransformers), Profile::kTfSdpa);
+  EXPECT_EQ(*ParseAnyProfile("kernels-community/flash-attn2"), Profile::kTfHubFlashAttn2);
+  EXPECT_EQ(EngineOf(Profile::kTfEager), Engine::kTransformers);
+}
+
+TEST(TransformersLayerTest, TheMaxByBand) {
+  // 5.25.0: one .item() to a Python int.
+  Resolution r = Resolve(LayerCall({5, 3}, k5_25), Profile::kTfFlashAttention2, Mode::kFaithful);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(Flash(r).max_seqlen.as_int(), 5);
+  EXPECT_EQ(r.counts().host_syncs, 1);
+  // 5.14.1: a 0-d tensor reaches FA2's op, which reads it for each of its
+  // two int arguments.
+  r = Resolve(LayerCall({5, 3}, k5_14), Profile::kTfFlashAttention2, Mode::kFaithful);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(Flash(r).max_seqlen.as_int(), 5);
+  EXPECT_EQ(r.counts().host_syncs, 2);
+  // A caller's max: taken unchecked in 5.25.0, never read before.
+  AttentionCall call = LayerCall({5, 3}, k5_25);
+  call.kwargs.set("max_seqlen", Value::Int(2));
+  r = Resolve(call, Profile::kTfFlashAttention2, Mode::kFaithful);
+  EXPECT_EQ(Flash(r).max_seqlen.as_int(), 2);
+  call.version = k5_14;
+  r = Resolve(call, Profile::kTfFlashAttention2, Mode::kFaithful);
+  EXPECT_EQ(Flash(r).max_seqlen.as_int(), 5);
+  EXPECT_THAT(r.unread_keywords, ElementsAre("max_seqlen"));
+}
+
+TEST(TransformersLayerTest, FlashGateAndKernelByBand) {
+  // 4.57.6: flash_attention_3 splits per image, and the name loads FA2.
+  Resolution r = Resolve(LayerCall({5, 3}, k4_57), Profile::kTfFlashAttention3, Mode::kFaithful);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(Flash(r).kernel, "flash_attn_func");
+  EXPECT_EQ(Flash(r).fa_version, 2);
+  EXPECT_EQ(r.counts().host_syncs, 3);
+  // 5.x: the substring gate; the name's own kernel.
+  r = Resolve(LayerCall({5, 3}, k5_25), Profile::kTfFlashAttention3, Mode::kFaithful);
+  EXPECT_EQ(Flash(r).kernel, "flash_attn_varlen_func");
+  EXPECT_EQ(Flash(r).fa_version, 3);
+  r = Resolve(LayerCall({5, 3}, k5_25), Profile::kTfFlashAttention4, Mode::kFaithful);
+  EXPECT_EQ(Flash(r).sglang_entry, FlashVarlenArgs::SglangEntry::kFa4);
+  ExpectPyError(
+      Resolve(LayerCall({5, 3}, k4_57), Profile::kTfFlashAttention4, Mode::kFaithful).status,
+      PyErrorKind::kKeyError, "'flash_attention_4'");
+}
+
+TEST(TransformersLayerTest, SplitPathReadsTheLengthsThreeTimes) {
+  for (const Profile p : {Profile::kTfSdpa, Profile::kTfEager}) {
+    const Resolution r = Resolve(LayerCall({5, 0, 3}, k5_14), p, Mode::kFaithful);
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    const auto& args = std::get<SdpaArgs>(r.args->args);
+    EXPECT_THAT(args.cu_seqlens, ElementsAre(0, 5, 5, 8));
+    EXPECT_EQ(r.counts().host_syncs, 3);
+  }
+  ExpectPyError(Resolve(LayerCall({5, 0, 3}, k5_25), Profile::kTfSdpa, Mode::kFaithful).status,
+                PyErrorKind::kRuntimeError,
+                "cannot reshape tensor of 0 elements into shape [1, -1, 0, 16] because the "
+                "unspecified dimension size -1 can be any value and is ambiguous");
+  EXPECT_TRUE(Resolve(LayerCall({5, 0, 3}, k5_25), Profile::kTfEager, Mode::kFaithful).status.ok());
+}
+
+TEST(TransformersInterfaceTest, FourOrNothing) {
+  Resolution r = Resolve(InterfaceCall({5, 3}, 5), Profile::kTfFlashAttention2, Mode::kFaithful);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_THAT(Ints(Flash(r).cu_seqlens), ElementsAre(0, 5, 8));
+  EXPECT_EQ(Flash(r).scale, 0.25);
+  EXPECT_TRUE(r.unread_keywords.empty());
+  for (const char* missing : {"cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k"}) {
+    AttentionCall call = InterfaceCall({5, 3}, 5);
+    call.kwargs.set(missing, Value::None());
+    r = Resolve(call, Profile::kTfFlashAttention2, Mode::kFaithful);
+    ASSERT_TRUE(r.status.ok()) << missing;
+    EXPECT_EQ(Flash(r).kernel, "flash_attn_func") << missing;
+    EXPECT_THAT(Ints(Flash(r).cu_seqlens), ElementsAre(0, 8)) << missing;  // the whole pack
+    const Resolution hardened = Resolve(call, Profile::kTfFlashAttention2, Mode::kHardened);
+    ExpectPyError(hardened.status, PyErrorKind::kValueError,
+                  absl::StrCat(missing,
+                               " is None: _flash_attention_forward takes the varlen "
+                               "path only when cu_seq_lens_q, cu_seq_lens_k, "
+                               "max_length_q and max_length_k are all given, and "
+                               "otherwise attends across every sequence of the pack "
+                               "(one dense call over all 8 tokens)"));
+  }
+}
+
+TEST(TransformersInterfaceTest, RequiredArgumentsAndOtherFunctions) {
+  AttentionCall call = InterfaceCall({5, 3}, 5);
+  call.kwargs.erase("attention_mask");
+  ExpectPyError(Resolve(call, Profile::kTfFlashAttention2, Mode::kFaithful).status,
+                PyErrorKind::kTypeError,
+                "flash_attention_forward() missing 1 required positional argument: "
+                "'attention_mask'");
+  call.kwargs.erase("scaling");
+  ExpectPyError(Resolve(call, Profile::kTfEager, Mode::kFaithful).status, PyErrorKind::kTypeError,
+                "eager_attention_forward() missing 2 required positional arguments: "
+                "'attention_mask' and 'scaling'");
+  // SDPA called once: the varlen keywords are never read.
+  const Resolution r = Resolve(InterfaceCall({5, 3}, 5), Profile::kTfSdpa, Mode::kFaithful);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(std::get<SdpaArgs>(r.args->args).mask, SdpaArgs::Mask::kNone);
+  EXPECT_THAT(r.unread_keywords,
+              ElementsAre("cu_seq_lens_q", "cu_seq_lens_k", "max_length_q", "max_length_k"));
+  EXPECT_THAT(
+      std::string(
+          Resolve(InterfaceCall({5, 3}, 5), Profile::kTfSdpa, Mode::kHardened).status.message()),
+      HasSubstr("cu_seq_lens_q is given to an attention function that never reads it"));
+}
+
+TEST(TransformersHardenedTest, RefusesWhatWouldGoWrong) {
+  AttentionCall call = InterfaceCall({5, 3}, 5);
+  call.kwargs.set("is_causal", Value::Bool(true));
+  EXPECT_THAT(
+      std::string(Resolve(call, Profile::kTfFlashAttention2, Mode::kHardened).status.message()),
+      HasSubstr("is_causal=True: vision attention is bidirectional"));
+  call = InterfaceCall({5, 3}, 5);
+  call.kwargs.set("cu_seq_lens_k", Value::FromTensor(IntTensor({0, 4, 8})));
+  EXPECT_THAT(
+      std::string(Resolve(call, Profile::kTfFlashAttention2, Mode::kHardened).status.message()),
+      HasSubstr("differs from cu_seq_lens_q"));
+  // int64 offsets and a 0-d tensor max are made the kernel's int32 and int.
+  call = InterfaceCall({5, 3}, 5);
+  call.kwargs.set("cu_seq_lens_q", Value::FromTensor(IntTensor({0, 5, 8}, DType::kInt64)));
+  call.kwargs.set("max_length_q",
+                  Value::FromTensor(Tensor::FromInts({5}, DType::kInt32, Device::kCpu, Shape{})));
+  const Resolution r = Resolve(call, Profile::kTfFlashAttention4, Mode::kHardened);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(Flash(r).cu_seqlens.as_tensor().dtype(), DType::kInt32);
+  EXPECT_EQ(Flash(r).max_seqlen.as_int(), 5);
+}
+
+}  // namespace
+}  // namespace varlen
