@@ -64,19 +64,25 @@ TEST(EngineModuleTest, EveryEngineAnswersEveryHook) {
     ASSERT_NE(calls.set_correct_call, nullptr) << model.name;
     for (Profile profile : ProfilesOf(engine)) {
       ASSERT_TRUE(ProfileCanCarry(profile, g)) << ProfileName(profile);
+      // The intended scale of the geometry, or another one the call spells.
+      Geometry scaled = g;
+      scaled.softmax_scale = 0.3;
       for (const bool prepared : {false, true}) {
-        Case c;
-        c.name = "hook";
-        c.source = "unit test";
-        c.geometry = g;
-        SetCorrectCall(&c, profile, prepared);
-        EXPECT_EQ(c.engine(), engine);
-        const absl::StatusOr<Case> read = ParseCase(WriteCase(c), "hook.json");
-        ASSERT_TRUE(read.ok()) << ProfileName(profile) << ": " << read.status();
-        const Outcome outcome = RunCase(*read, *FindBackend("cpu_reference"));
-        EXPECT_EQ(outcome.verdict, Verdict::kPass)
-            << ProfileName(profile) << (prepared ? " prepared" : "") << "\n"
-            << FormatOutcomeText(*read, "hook.json", outcome);
+        for (const Geometry& geometry : {g, scaled}) {
+          if (!ProfileCanCarry(profile, geometry)) continue;
+          Case c;
+          c.name = "hook";
+          c.source = "unit test";
+          c.geometry = geometry;
+          SetCorrectCall(&c, profile, prepared);
+          EXPECT_EQ(c.engine(), engine);
+          const absl::StatusOr<Case> read = ParseCase(WriteCase(c), "hook.json");
+          ASSERT_TRUE(read.ok()) << ProfileName(profile) << ": " << read.status();
+          const Outcome outcome = RunCase(*read, *FindBackend("cpu_reference"));
+          EXPECT_EQ(outcome.verdict, Verdict::kPass)
+              << ProfileName(profile) << (prepared ? " prepared" : "") << "\n"
+              << FormatOutcomeText(*read, "hook.json", outcome);
+        }
       }
     }
   }

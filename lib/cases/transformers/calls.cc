@@ -92,8 +92,9 @@ void SetCorrectTransformersCall(Case* c, Profile profile, bool prepared, Entry e
     return;
   }
   call.kwargs.emplace_back("attention_mask", ArgLiteral::None());
-  call.kwargs.emplace_back("scaling",
-                           ArgLiteral::Float(std::pow(static_cast<double>(g.head_dim), -0.5)));
+  call.kwargs.emplace_back(
+      "scaling",
+      ArgLiteral::Float(g.softmax_scale.value_or(std::pow(static_cast<double>(g.head_dim), -0.5))));
   call.kwargs.emplace_back("dropout", ArgLiteral::Float(0.0));
   if (IsFlashName(profile)) {
     call.kwargs.emplace_back("cu_seq_lens_q", cu);
