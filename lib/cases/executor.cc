@@ -506,6 +506,62 @@ void CaseRunner::Execute(const Backend& backend, Outcome* outcome) {
   outcome->observed = outcome->numerics->passed ? Observed::kSuccess : Observed::kCorruption;
 }
 
+namespace {
+
+std::vector<int64_t> NonEmpty(const std::vector<int64_t>& lengths) {
+  std::vector<int64_t> kept;
+  for (const int64_t n : lengths) {
+    if (n > 0) kept.push_back(n);
+  }
+  return kept;
+}
+
+// A function registered in an engine is judged on the calls the engine makes
+// of it when they say the ground truth (its sequences, up to empty ones, and
+// its scale): it must then return the reference. Any other case is
+// unsupported, with why: the engine raises first, or what a function
+// computes from those calls is its own.
+absl::Status PredictFunctionCalls(const Case& c, const AttentionCall& call, double reference_scale,
+                                  EngineCallOutcome* engine) {
+  const std::string engine_name = call.version.DisplayName();
+  absl::StatusOr<FunctionCalls> calls = FunctionCallsOf(call, c.call.profile);
+  if (absl::IsUnimplemented(calls.status())) return calls.status();
+  if (!calls.ok()) {
+    return absl::UnimplementedError(
+        absl::StrCat(engine_name, " raises before it calls the function (",
+                     FormatPythonError(calls.status()), "): nothing of the function to judge"));
+  }
+  if (!calls->ambiguous.empty()) {
+    return absl::UnimplementedError(absl::StrCat(
+        engine_name, " calls the function with arguments that ask no single attention (",
+        calls->ambiguous, "): what a function does with them is its own"));
+  }
+  std::vector<int64_t> said;
+  for (const FunctionCall& fn : calls->calls) {
+    if (fn.scale != reference_scale) {
+      return absl::UnimplementedError(absl::StrFormat(
+          "%s asks the function for scale %.17g, the case intends %.17g: what a function "
+          "computes then is its own",
+          engine_name, fn.scale, reference_scale));
+    }
+    for (const int64_t n : NonEmpty(fn.sequences)) said.push_back(n);
+  }
+  if (said != NonEmpty(c.geometry.seq_lens)) {
+    return absl::UnimplementedError(
+        absl::StrCat("the sequences ", engine_name, "'s calls of the function delimit (",
+                     absl::StrJoin(said, ", "), ") are not the case's (",
+                     absl::StrJoin(NonEmpty(c.geometry.seq_lens), ", "),
+                     "): what a function computes from them is its own"));
+  }
+  const size_t n = calls->calls.size();
+  engine->predicted = absl::StrCat(n, " call", n == 1 ? "" : "s",
+                                   " of the function whose arguments say the ground truth: the "
+                                   "reference's output");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 void CaseRunner::ExecuteWholeCall(const Backend& backend, AttentionCall call, Outcome* outcome) {
   auto unsupported = [outcome](absl::Status why) {
     outcome->unsupported = std::move(why);
@@ -538,12 +594,17 @@ void CaseRunner::ExecuteWholeCall(const Backend& backend, AttentionCall call, Ou
   call.version = EngineVersionOfBackend(backend, profile);
 
   // What faithful mode predicts: an error, or a launch whose exact output
-  // matches the reference or not.
+  // matches the reference or not; for a function, the calls the engine
+  // makes of it, which must say the ground truth.
   EngineCallOutcome& engine = outcome->engine.emplace();
-  outcome->resolution = Resolve(call, profile, Mode::kFaithful);
   std::optional<absl::Status> predicted_error;
   bool predicted_match = false;
-  if (absl::IsUnimplemented(outcome->resolution->status)) {
+  if (CallsFunctions(profile)) {
+    const absl::Status judged = PredictFunctionCalls(case_, call, ReferenceScale(), &engine);
+    if (!judged.ok()) return unsupported(judged);
+    predicted_match = true;
+  } else if (outcome->resolution = Resolve(call, profile, Mode::kFaithful);
+             absl::IsUnimplemented(outcome->resolution->status)) {
     return unsupported(outcome->resolution->status);
   } else if (!outcome->resolution->status.ok()) {
     predicted_error = outcome->resolution->status;
@@ -649,7 +710,7 @@ void CaseRunner::ExecuteWholeCall(const Backend& backend, AttentionCall call, Ou
       }
     }
   }
-  if (engine.device_events.has_value()) {
+  if (engine.device_events.has_value() && outcome->resolution.has_value()) {
     const int predicted = outcome->resolution->counts().host_syncs;
     if (engine.device_events->host_syncs != predicted) {
       mismatches.push_back(absl::StrCat("faithful mode predicts ", predicted,

@@ -1,5 +1,6 @@
 #include "varlen/contract/resolve.h"
 
+#include "absl/strings/str_cat.h"
 #include "varlen/core/device_ledger.h"
 
 namespace varlen {
@@ -12,6 +13,19 @@ double DefaultSoftmaxScale(Profile profile, int64_t head_dim) {
 
 AttentionCall BackendCallOf(const AttentionCall& call, Profile profile) {
   return ModelOf(EngineOf(profile)).backend_call(call, profile);
+}
+
+bool CallsFunctions(Profile profile) {
+  return ModelOf(EngineOf(profile)).function_calls != nullptr;
+}
+
+absl::StatusOr<FunctionCalls> FunctionCallsOf(const AttentionCall& call, Profile profile) {
+  const EngineModel& model = ModelOf(EngineOf(profile));
+  if (model.function_calls == nullptr) {
+    return absl::UnimplementedError(
+        absl::StrCat(model.title, " calls its backends as objects, not as functions"));
+  }
+  return model.function_calls(call, profile);
 }
 
 Resolution Resolve(const AttentionCall& call, Profile profile, Mode mode) {

@@ -64,6 +64,7 @@ double VllmDefaultSoftmaxScale(Profile profile, int64_t head_dim);
 absl::StatusOr<ResolvedArgs> ResolveTransformersCall(const AttentionCall& call, Profile profile,
                                                      Mode mode, Resolution* record);
 AttentionCall TransformersBackendCall(const AttentionCall& call, Profile profile);
+absl::StatusOr<FunctionCalls> TransformersFunctionCalls(const AttentionCall& call, Profile profile);
 double TransformersDefaultSoftmaxScale(Profile profile, int64_t head_dim);
 
 absl::StatusOr<FlashinferCudnnArgs> ResolveFlashinferCudnn(const ResolveContext& ctx);

@@ -349,11 +349,42 @@ nb::dict DescribeCall(const AttentionCall& call, Profile profile) {
   return d;
 }
 
+namespace {
+
+// The calls of a function the engine makes (FunctionCallsOf), each with its
+// q, k and v token views, its keywords, and how the caller takes its result.
+absl::Status DescribeFunctionCalls(const AttentionCall& call, Profile profile, nb::dict d) {
+  absl::StatusOr<FunctionCalls> calls = FunctionCallsOf(call, profile);
+  if (!calls.ok()) return calls.status();
+  CallDescriber describe;
+  nb::list described;
+  for (const FunctionCall& fn : calls->calls) {
+    nb::dict c;
+    c["q"] = describe.Tensor(fn.call.q);
+    c["k"] = describe.Tensor(fn.call.k);
+    c["v"] = describe.Tensor(fn.call.v);
+    nb::dict kwargs;
+    for (const auto& [key, value] : fn.call.kwargs.items())
+      kwargs[key.c_str()] = describe.Of(value);
+    c["kwargs"] = kwargs;
+    c["unpacks_result"] = fn.unpacks_result;
+    described.append(c);
+  }
+  nb::dict module;
+  for (const auto& [key, value] : calls->module.items()) module[key.c_str()] = describe.Of(value);
+  d["function_calls"] = described;
+  d["module"] = module;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<EngineCallResult> PythonBackend::CallEngine(const AttentionCall& call,
                                                            Profile profile) const {
   nb::gil_scoped_acquire gil;
   try {
     const nb::dict d = DescribeCall(call, profile);
+    if (CallsFunctions(profile)) VARLEN_RETURN_IF_ERROR(DescribeFunctionCalls(call, profile, d));
     const nb::dict r = nb::cast<nb::dict>(adapter_.attr("call")(d));
     EngineCallResult result;
     if (!r["raised"].is_none()) {

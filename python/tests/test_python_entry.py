@@ -183,6 +183,75 @@ def test_a_backend_in_vllms_convention_is_called_and_judged_as_vllm_calls_it(tmp
     result = varlen.run_property("Numerics", "cross_image_encoder_attention",
                                  failures_dir=str(tmp_path))
     assert not result["passed"], result
+    checked = varlen.check("cross_image_encoder_attention", tier="smoke", progress=False)
+    assert not checked.passed
+    assert ("property", "Numerics", "FAIL") in {(i["kind"], i["name"], i["status"])
+                                                for i in checked.items}, checked.text
+    plugin = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "varlen.pytest_plugin", "-q", "-p",
+         "no:cacheprovider", "--varlen-load=vllm_convention_backends:BACKENDS",
+         "--varlen-backend=cross_image_encoder_attention", "--varlen-no-corpus",
+         f"--varlen-failures={tmp_path / 'plugin'}", "-k", "Numerics", str(tmp_path)],
+        capture_output=True, text=True, env=_env(), timeout=600, cwd=str(tmp_path))
+    assert plugin.returncode == 1, plugin.stdout + plugin.stderr
+    assert "varlen/cross_image_encoder_attention/Conformance.Numerics" in plugin.stdout
+
+
+def test_an_attention_function_in_transformers_convention_is_called_as_each_band_calls_it(
+        tmp_path):
+    import transformers_convention_backends
+
+    for backend in transformers_convention_backends.BACKENDS:
+        varlen.register(backend, origin="transformers_convention_backends:BACKENDS")
+    # 5.14.1's layer: one call over the pack, max_length_q a 0-d tensor.
+    case = _case("transformers-5.14-fa2-tensor-max-reaches-kernel")
+    [right] = varlen.repro(case, "varlen_flash_function")
+    assert right.verdict == "PASS", right.text
+    assert "1 call of the function whose arguments say the ground truth" in right.text
+    [refused] = varlen.repro(case, "int_max_only_function_5_14")
+    assert refused.verdict == "FAIL", refused.text
+    assert "forward raised TypeError: max_length_q must be an int, got Tensor" in refused.text
+    # 5.25.0's layer hands the same function an int.
+    [later] = varlen.repro(case, "int_max_only_function_5_25")
+    assert later.verdict == "PASS", later.text
+    # The split path: one call per image, the empty one included.
+    [split] = varlen.repro(_case("transformers-5.14-sdpa-empty-segment-ok"),
+                           "varlen_split_function")
+    assert split.verdict == "PASS", split.text
+    assert "4 calls of the function" in split.text
+    # Where transformers raises before calling the function, nothing of it is judged.
+    [before] = varlen.repro(_case("transformers-split-sizes-read-once-before-refusal"),
+                            "varlen_split_function")
+    assert before.verdict == "UNSUPPORTED", before.text
+    assert "raises before it calls the function" in before.text
+    result = varlen.run_property("Numerics", "cross_image_function", failures_dir=str(tmp_path))
+    assert not result["passed"], result
+    checked = varlen.check("varlen_split_function", tier="smoke", progress=False)
+    assert checked.passed, checked.text
+    plugin = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "varlen.pytest_plugin", "-q", "-p",
+         "no:cacheprovider", "--varlen-load=transformers_convention_backends:BACKENDS",
+         "--varlen-backend=cross_image_function", "--varlen-no-corpus",
+         f"--varlen-failures={tmp_path / 'plugin'}", "-k", "Numerics", str(tmp_path)],
+        capture_output=True, text=True, env=_env(), timeout=600, cwd=str(tmp_path))
+    assert plugin.returncode == 1, plugin.stdout + plugin.stderr
+    assert "varlen/cross_image_function/Conformance.Numerics" in plugin.stdout
+
+
+def test_transformers_functions_name_their_registration_and_band():
+    assert spec.transformers_profile("flash_attention_3") == "flash_attention_3"
+    assert spec.transformers_profile("my_flash_varlen") == "kernels-community/flash-attn2"
+    assert spec.transformers_profile("my_attention") == "sdpa"
+    assert [spec.transformers_band(v) for v in ("4.57.1", "5.3.0", "5.14.1", "5.15.0", "5.24.0")] \
+        == ["4.57.6", "5.14.1", "5.14.1", "5.25.0", "5.25.0"]
+    with pytest.raises(ValueError, match="older than 4.53.1"):
+        spec.transformers_band("4.52.0")
+    with pytest.raises(ValueError, match="other than 'eager'"):
+        spec.CallBackend(name="x", make=object, profile="eager", engine="transformers")
+    backend = spec.CallBackend(name="x", make=object, profile="my_flash", engine="transformers",
+                               version="5.24.0")
+    assert (backend.modelled_profile, backend.modelled_version) == \
+        ("transformers:kernels-community/flash-attn2", "5.25.0")
 
 
 def test_call_backends_name_a_profile_of_their_engine():

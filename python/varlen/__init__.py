@@ -71,10 +71,10 @@ def register(backend: Union[KernelBackend, CallBackend], origin: Optional[str] =
         raise ValueError(f"register(): a backend named {backend.name!r} is already registered")
     call_level = isinstance(backend, CallBackend)
     # A call-level backend is an engine's own code, of one version.
-    engine, version = (backend.engine, backend.version) if call_level else ("", "")
+    engine, version = (backend.engine, backend.modelled_version) if call_level else ("", "")
     caps = _bridge.capabilities_dict(backend.capabilities)
     if call_level:
-        caps["profiles"] = [backend.profile]
+        caps["profiles"] = [backend.modelled_profile]
     _core.register_backend(backend.name, backend.description or backend.name, caps,
                            _bridge.adapter_for(backend), call_level, engine, version)
     _registered[backend.name] = (backend, origin)

@@ -192,6 +192,30 @@ class KernelAdapter:
             to.copy_(target.to("cpu"))
 
 
+class AttentionModule:
+    """The module an attention function receives first: the attributes of
+    the engine's layer (transformers' VisionAttention: num_heads, head_dim,
+    scaling, is_causal, ...) and its config's `_attn_implementation`."""
+
+    def __init__(self, attributes: dict, implementation: str):
+        self.__dict__.update(attributes)
+        self.config = _Config(implementation)
+
+    def __repr__(self):
+        return f"AttentionModule({', '.join(sorted(self.__dict__))})"
+
+
+class _Config:
+    def __init__(self, implementation: str):
+        self._attn_implementation = implementation
+
+
+def _as_interface_layout(t):
+    """[T, H, D] token rows as transformers hands them to its attention
+    functions: query_states.transpose(0, 1).unsqueeze(0), [1, H, T, D]."""
+    return t.transpose(0, 1).unsqueeze(0)
+
+
 class CallAdapter:
     """Calls a spec.CallBackend as its engine calls it."""
 
@@ -219,6 +243,30 @@ class CallAdapter:
             softmax_in_single_precision=bool(sdpa["softmax_in_single_precision"]),
             softmax_scale=sdpa["softmax_scale"])
 
+    def _call_function(self, d: dict, m: "_Materializer", fn) -> Any:
+        """The engine's calls of an attention function (transformers'
+        VisionAttention: one over the pack, `out, _ = fn(...)`, or one per
+        sequence, `fn(...)[0]`, joined with torch.cat(..., dim=1)), and the
+        layer's reshape(seq_length, -1).contiguous() of the result. The
+        calls are described apart from the whole call: their tensors are
+        numbered on their own."""
+        tokens = int(m.tensor(d["q"]).shape[0])
+        m = _Materializer(self.backend, m.on_gpu)
+        module = AttentionModule({key: m.value(value) for key, value in d["module"].items()},
+                                 self.backend.profile)
+        outputs = []
+        for c in d["function_calls"]:
+            q, k, v = (_as_interface_layout(m.tensor(c[x])) for x in ("q", "k", "v"))
+            kwargs = {key: m.value(value) for key, value in c["kwargs"].items()}
+            if c["unpacks_result"]:
+                out, _ = fn(module, q, k, v, **kwargs)
+            else:
+                out = fn(module, q, k, v, **kwargs)[0]
+            outputs.append(out)
+        out = outputs[0] if d["function_calls"][0]["unpacks_result"] else \
+            _torch().cat(outputs, dim=1)
+        return out.reshape(tokens, -1).contiguous()
+
     def call(self, d: dict) -> dict:
         on_gpu = self.backend.capabilities.device == "cuda" and _cuda_available()
         m = _Materializer(self.backend, on_gpu)
@@ -234,12 +282,14 @@ class CallAdapter:
         result = {"raised": None, "output": None, "device_events": None}
         with _SyncCounter(on_gpu) as syncs:
             try:
-                if self.backend.engine == "vllm":  # forward(query, key, value, **keywords)
+                if "function_calls" in d:
+                    out = self._call_function(d, m, obj)
+                elif self.backend.engine == "vllm":  # forward(query, key, value, **keywords)
                     out = obj.forward(q, k, v, cu_seqlens=m.value(d["cu_seqlens"]), **kwargs)
                 else:
                     out = obj.forward(q, k, v, bsz=d["bsz"], seq_len=d["seq_len"],
                                       cu_seqlens=m.value(d["cu_seqlens"]), **kwargs)
-                if d["entry"] == "layer":
+                if d["entry"] == "layer" and "function_calls" not in d:
                     out.dim()  # what VisionAttention does with the result first
             except Exception as e:  # the engine's exception is the observation
                 result["raised"] = (type(e).__name__, str(e))
@@ -274,7 +324,9 @@ class CallAdapter:
             version=self.backend.version, entry="direct", graph_mode=False, flatten_batch=True,
             softmax_in_single_precision=False, softmax_scale=float(softmax_scale))
         cu = cu.to(device=device, dtype=torch.int32)
-        if self.backend.engine == "vllm":
+        if self.backend.engine == "transformers":
+            out = self._launch_function(ctx, tq, tk, tv, cu, int(max_seqlen_q))
+        elif self.backend.engine == "vllm":
             # A vLLM model's call: [1, T, H, D] and a 0-d host int32 max.
             out = self.backend.make(ctx).forward(
                 tq[None], tk[None], tv[None], cu_seqlens=cu,
@@ -284,6 +336,26 @@ class CallAdapter:
                 tq, tk, tv, bsz=1, seq_len=tokens, cu_seqlens=cu, max_seqlen=int(max_seqlen_q),
                 softmax_scale=float(softmax_scale))
         to[:tokens].copy_(out.reshape(to[:tokens].shape).to("cpu"))
+
+    def _launch_function(self, ctx, q, k, v, cu, max_seqlen):
+        """A launch as transformers' 5.15.0-on layer makes it: a flash name
+        one call with the four varlen keywords and an int max, any other
+        name one call per sequence."""
+        fn = self.backend.make(ctx)
+        module = AttentionModule(
+            {"num_heads": ctx.num_heads, "head_dim": ctx.head_dim, "scaling": ctx.softmax_scale,
+             "attention_dropout": 0.0, "is_causal": False, "training": False,
+             "num_key_value_groups": 1}, self.backend.profile)
+        common = {"attention_mask": None, "scaling": ctx.softmax_scale, "dropout": 0.0}
+        if "flash" in self.backend.profile:
+            out, _ = fn(module, *(_as_interface_layout(x) for x in (q, k, v)), **common,
+                        cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=max_seqlen,
+                        max_length_k=max_seqlen, is_causal=False)
+            return out
+        lengths = (cu[1:] - cu[:-1]).tolist()
+        chunks = zip(*(_as_interface_layout(x).split(lengths, dim=2) for x in (q, k, v)))
+        return _torch().cat([fn(module, *chunk, **common, is_causal=False)[0]
+                             for chunk in chunks], dim=1)
 
 
 def adapter_for(backend):

@@ -17,7 +17,10 @@ Two kinds, each registered with one line (varlen.register):
   vLLM's MMEncoderAttention: forward(query, key, value, cu_seqlens=...,
   max_seqlen=..., sequence_lengths=...)); the harness builds each argument in
   the exact form a case names and judges what forward raises or returns
-  against faithful mode's prediction.
+  against faithful mode's prediction. In transformers' convention it is an
+  attention function registered in AttentionInterface under `profile`,
+  fn(module, query, key, value, attention_mask, **kwargs) -> (output, weights),
+  called as the band's VisionAttention calls it.
 
 Nothing here imports the compiled core, so backend modules can be written and
 tested without it.
@@ -41,8 +44,36 @@ ENGINE_PROFILES = {
 # name two engines share is SGLang's unless qualified.
 PROFILES = tuple(dict.fromkeys(p for profiles in ENGINE_PROFILES.values() for p in profiles)) + \
     tuple(f"{engine}:{p}" for engine, profiles in ENGINE_PROFILES.items() for p in profiles)
-# The engines whose backend objects CallBackend calls in their own convention.
-CALL_LEVEL_ENGINES = ("sglang", "vllm")
+# The engines whose backends CallBackend calls in their own convention.
+CALL_LEVEL_ENGINES = ("sglang", "vllm", "transformers")
+TRANSFORMERS_HUB_FLASH = "kernels-community/flash-attn2"
+
+
+def transformers_band(version: str) -> str:
+    """The modelled transformers band a release belongs to: 4.53.1 to 4.57.x
+    the exact-name flash gate (4.57.6), 5.0 to 5.14.x the substring gate with
+    a tensor max (5.14.1), 5.15.0 on an int max (5.25.0)."""
+    try:
+        release = tuple(int(part) for part in version.split(".")[:3])
+    except ValueError:
+        raise ValueError(f"transformers {version!r} is not a release number such as 5.24.0")
+    if (4, 53, 1) <= release < (5, 0):
+        return "4.57.6"
+    if (5, 0) <= release < (5, 15):
+        return "5.14.1"
+    if release >= (5, 15):
+        return "5.25.0"
+    raise ValueError(f"transformers {version} is older than 4.53.1, the first release whose "
+                     "vision attention goes through the attention interface as modelled")
+
+
+def transformers_profile(name: str) -> str:
+    """The profile whose path transformers' vision layer takes for a
+    function registered under `name`: FlashAttention's own names, any other
+    name holding "flash" (the hub kernels' path), or the split path."""
+    if name in ENGINE_PROFILES["transformers"][:3]:
+        return name
+    return TRANSFORMERS_HUB_FLASH if "flash" in name else "sdpa"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,8 +142,11 @@ class CallContext:
 @dataclasses.dataclass(frozen=True)
 class CallBackend:
     name: str
-    # make(CallContext) -> an object whose forward() the harness calls.
+    # make(CallContext) -> an object whose forward() the harness calls
+    # (transformers: the attention function itself).
     make: Callable[[CallContext], Any]
+    # The calling convention; in transformers', the name the function is
+    # registered under in AttentionInterface.
     profile: str
     engine: str = "sglang"
     version: str = ""  # the engine's release faithful mode predicts it by; "": the latest modelled
@@ -129,11 +163,30 @@ class CallBackend:
         if self.engine not in ENGINE_PROFILES:
             raise ValueError(f"CallBackend.engine: {self.engine!r} is not one of "
                              f"{tuple(ENGINE_PROFILES)}")
-        if self.engine not in CALL_LEVEL_ENGINES:
-            raise ValueError(f"CallBackend.engine: {self.engine!r}: call-level backends are "
-                             f"checked in {CALL_LEVEL_ENGINES}'s conventions; a transformers "
-                             "attention function is not yet")
+        if self.engine == "transformers":
+            if not isinstance(self.profile, str) or not self.profile or self.profile == "eager":
+                raise ValueError(f"CallBackend.profile: {self.profile!r}: a transformers "
+                                 "attention function is registered under a non-empty name "
+                                 "other than 'eager' (4.57.x calls its own "
+                                 "eager_attention_forward for it)")
+            if self.version:
+                transformers_band(self.version)
+            return
         profiles = ENGINE_PROFILES[self.engine]
         if self.profile not in profiles:
             raise ValueError(f"CallBackend.profile: {self.profile!r} is not one of {self.engine}'s "
                              f"{profiles}")
+
+    @property
+    def modelled_profile(self) -> str:
+        """The harness's profile for this backend, qualified by its engine."""
+        if self.engine == "transformers":
+            return f"transformers:{transformers_profile(self.profile)}"
+        return self.profile
+
+    @property
+    def modelled_version(self) -> str:
+        """The engine version faithful mode predicts it by ("": the latest)."""
+        if self.engine == "transformers" and self.version:
+            return transformers_band(self.version)
+        return self.version

@@ -210,5 +210,61 @@ TEST(TransformersHardenedTest, RefusesWhatWouldGoWrong) {
   EXPECT_EQ(Flash(r).max_seqlen.as_int(), 5);
 }
 
+// A function a user registers in AttentionInterface, as the layer calls it.
+TEST(TransformersFunctionTest, TheLayerCallsItOnceOverThePackOrOncePerImage) {
+  // 5.14.1, a flash name: one call, the max a 0-d tensor, the caller's
+  // max_seqlen passed on in **kwargs.
+  AttentionCall call = LayerCall({3, 0, 5}, k5_14);
+  call.kwargs.set("max_seqlen", Value::Int(99));
+  absl::StatusOr<FunctionCalls> flash = FunctionCallsOf(call, Profile::kTfHubFlashAttn2);
+  ASSERT_TRUE(flash.ok()) << flash.status();
+  ASSERT_EQ(flash->calls.size(), 1u);
+  const Kwargs& kw = flash->calls[0].call.kwargs;
+  ASSERT_TRUE(kw.get("max_length_q").is_tensor());
+  EXPECT_EQ(kw.get("max_length_q").as_tensor().dim(), 0);
+  EXPECT_EQ(kw.get("max_seqlen").as_int(), 99);
+  EXPECT_THAT(flash->calls[0].sequences, ElementsAre(3, 0, 5));
+  EXPECT_EQ(flash->calls[0].scale, 0.25);
+  EXPECT_TRUE(flash->ambiguous.empty()) << flash->ambiguous;
+  EXPECT_EQ(flash->module.get("num_key_value_groups").as_int(), 1);
+
+  // 4.57.6 gates on flash_attention_2 alone: the same name splits per image,
+  // each call a token view of q without varlen keywords.
+  call.version = k4_57;
+  absl::StatusOr<FunctionCalls> split = FunctionCallsOf(call, Profile::kTfHubFlashAttn2);
+  ASSERT_TRUE(split.ok()) << split.status();
+  ASSERT_EQ(split->calls.size(), 3u);
+  EXPECT_EQ(split->calls[2].call.q.size(0), 5);
+  // torch.split's view: the third image starts at token 3 (2 bytes an element).
+  EXPECT_EQ(static_cast<const char*>(split->calls[2].call.q.data<void>()) -
+                static_cast<const char*>(call.q.data<void>()),
+            3 * 2 * 16 * 2);
+  EXPECT_FALSE(split->calls[0].call.kwargs.contains("cu_seq_lens_q"));
+  EXPECT_FALSE(split->calls[0].unpacks_result);
+  EXPECT_THAT(split->calls[2].sequences, ElementsAre(5));
+  EXPECT_TRUE(split->module.get("num_key_value_groups").is_none());
+}
+
+TEST(TransformersFunctionTest, WhatAsksNoSingleAttentionIsSaid) {
+  // 5.25.0 passes a caller's max on unchecked.
+  AttentionCall call = LayerCall({3, 5}, k5_25);
+  call.kwargs.set("max_seqlen", Value::Int(4));
+  absl::StatusOr<FunctionCalls> small = FunctionCallsOf(call, Profile::kTfFlashAttention2);
+  ASSERT_TRUE(small.ok()) << small.status();
+  EXPECT_THAT(small->ambiguous, HasSubstr("max_length_q"));
+  // A direct caller's partial set of varlen keywords.
+  AttentionCall direct = InterfaceCall({3, 5}, 5);
+  direct.kwargs.erase("max_length_k");
+  absl::StatusOr<FunctionCalls> partial = FunctionCallsOf(direct, Profile::kTfFlashAttention2);
+  ASSERT_TRUE(partial.ok()) << partial.status();
+  EXPECT_EQ(partial->ambiguous, "some of cu_seq_lens_q/k and max_length_q/k, not all four");
+  // The layer's own error comes before any call.
+  AttentionCall none = LayerCall({3, 5}, k5_25);
+  none.cu_seqlens = Value::None();
+  ExpectPyError(FunctionCallsOf(none, Profile::kTfSdpa).status(), PyErrorKind::kTypeError,
+                "'NoneType' object is not subscriptable");
+  EXPECT_FALSE(CallsFunctions(Profile::kFa3));
+}
+
 }  // namespace
 }  // namespace varlen

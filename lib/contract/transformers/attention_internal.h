@@ -7,6 +7,7 @@
 #define VARLEN_LIB_CONTRACT_TRANSFORMERS_ATTENTION_INTERNAL_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "resolve_internal.h"
 #include "varlen/contract/transformers/version.h"
@@ -55,6 +56,25 @@ absl::StatusOr<ResolvedArgs> ResolveSplit(const ResolveContext& ctx, Profile pro
 
 // module.scaling: head_dim ** -0.5, as Python computes it.
 double ModuleScaling(int64_t head_dim);
+
+// Whether the implementation's name contains "flash".
+bool IsFlashName(Profile profile);
+
+// VisionAttention.forward given one of the keywords it passes the
+// interface itself, in its **kwargs.
+absl::Status CheckLayerKeywords(const ResolveContext& ctx);
+
+// Whether the band's flash gate sends `profile` to the flash path (one
+// interface call over the pack) rather than the split path.
+bool TakesFlashPath(const ResolveContext& ctx, Profile profile);
+
+// The max VisionAttention.forward computes or takes for its flash call, by
+// band (a 0-d tensor, or one .item(), or the caller's value).
+absl::StatusOr<Value> LayerMaxSeqlen(const ResolveContext& ctx, const Value& cu);
+
+// The split path's lengths: cu_seqlens' differences, read on the host once
+// per q, k and v and checked as torch.split checks them.
+absl::StatusOr<std::vector<int64_t>> SplitLengths(const ResolveContext& ctx, const Value& cu);
 
 }  // namespace varlen::internal
 

@@ -25,6 +25,9 @@
 #include "varlen/core/status.h"
 
 namespace varlen::internal {
+
+bool IsFlashName(Profile profile) { return absl::StrContains(ProfileName(profile), "flash"); }
+
 namespace {
 
 // The keywords VisionAttention passes the interface by name: a caller's
@@ -32,8 +35,6 @@ namespace {
 constexpr absl::string_view kLayerKeywords[] = {"attention_mask", "scaling",       "dropout",
                                                 "cu_seq_lens_q",  "cu_seq_lens_k", "max_length_q",
                                                 "max_length_k",   "is_causal"};
-
-bool IsFlashName(Profile profile) { return absl::StrContains(ProfileName(profile), "flash"); }
 
 // AttentionInterface's lookup by name: an unregistered name is a KeyError.
 absl::Status CheckRegistered(const ResolveContext& ctx, Profile profile) {
@@ -95,7 +96,8 @@ absl::StatusOr<ResolvedArgs> ResolveInterface(const ResolveContext& ctx, Profile
   return ResolveFlashInterface(ctx, profile, in);
 }
 
-// VisionAttention.forward's max for its flash call, by band.
+}  // namespace
+
 absl::StatusOr<Value> LayerMaxSeqlen(const ResolveContext& ctx, const Value& cu) {
   if (TransformersBehaviorOf(ctx).caller_max_wins) {
     // get_max_seqlen(cu_seqlens, config, kwargs): a precomputed value wins,
@@ -125,6 +127,30 @@ absl::StatusOr<Value> LayerMaxSeqlen(const ResolveContext& ctx, const Value& cu)
   return Value::FromTensor(std::move(longest));
 }
 
+absl::Status CheckLayerKeywords(const ResolveContext& ctx) {
+  for (absl::string_view key : kLayerKeywords) {
+    if (!ctx.kwargs.contains(key)) continue;
+    if (ctx.hardened()) {
+      return PythonError(PyErrorKind::kTypeError,
+                         absl::StrCat(key,
+                                      " is passed to VisionAttention.forward, which passes "
+                                      "its own ",
+                                      key, " to the attention function"));
+    }
+    return absl::UnimplementedError(
+        absl::StrCat("transformers: ", key, " in the layer's **kwargs: not modelled"));
+  }
+  return absl::OkStatus();
+}
+
+bool TakesFlashPath(const ResolveContext& ctx, Profile profile) {
+  return ctx.hardened() || TransformersBehaviorOf(ctx).substring_flash_gate
+             ? IsFlashName(profile)
+             : profile == Profile::kTfFlashAttention2;
+}
+
+namespace {
+
 // Hardened: the layer's max is the caller's when it is right, else the
 // longest sequence of the validated offsets.
 absl::StatusOr<Value> HardenedLayerMax(const ResolveContext& ctx, const Value& cu) {
@@ -144,25 +170,10 @@ absl::StatusOr<Value> HardenedLayerMax(const ResolveContext& ctx, const Value& c
 
 absl::StatusOr<ResolvedArgs> ResolveLayer(const ResolveContext& ctx, Profile profile) {
   VARLEN_RETURN_IF_ERROR(CheckRegistered(ctx, profile));
-  for (absl::string_view key : kLayerKeywords) {
-    if (ctx.kwargs.contains(key)) {
-      if (ctx.hardened()) {
-        return PythonError(PyErrorKind::kTypeError,
-                           absl::StrCat(key,
-                                        " is passed to VisionAttention.forward, which passes "
-                                        "its own ",
-                                        key, " to the attention function"));
-      }
-      return absl::UnimplementedError(
-          absl::StrCat("transformers: ", key, " in the layer's **kwargs: not modelled"));
-    }
-  }
+  VARLEN_RETURN_IF_ERROR(CheckLayerKeywords(ctx));
   const Value& cu = ctx.call.cu_seqlens;
   const double scaling = ModuleScaling(ctx.call.q.size(-1));
-  const bool flash = ctx.hardened() || TransformersBehaviorOf(ctx).substring_flash_gate
-                         ? IsFlashName(profile)
-                         : profile == Profile::kTfFlashAttention2;
-  if (!flash) {
+  if (!TakesFlashPath(ctx, profile)) {
     // 5.15.0 on pops a precomputed max_seqlen here too, and ignores it.
     if (ctx.hardened() || TransformersBehaviorOf(ctx).caller_max_wins) ctx.kwargs.get("max_seqlen");
     return ResolveSplit(ctx, profile, cu, scaling);

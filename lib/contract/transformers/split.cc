@@ -28,8 +28,6 @@ ResolvedArgs WithInputs(const AttentionCall& call) {
   return resolved;
 }
 
-bool IsFlashName(Profile profile) { return absl::StrContains(ProfileName(profile), "flash"); }
-
 // 4.57.6's split path under a flash name: flash_attention_forward per
 // sequence without varlen keywords, so the dense flash_attn_func per image.
 absl::StatusOr<ResolvedArgs> FlashPerSequence(const ResolveContext& ctx, Profile profile,
@@ -82,19 +80,7 @@ absl::Status EmptyChunkReshapeError(const AttentionCall& call) {
 absl::StatusOr<ResolvedArgs> FaithfulSplit(const ResolveContext& ctx, Profile profile,
                                            const Value& cu, double scaling) {
   const Tensor& q = ctx.call.q;
-  if (cu.is_none()) {
-    return PythonError(PyErrorKind::kTypeError, "'NoneType' object is not subscriptable");
-  }
-  if (!cu.is_tensor()) {
-    return absl::UnimplementedError("transformers: a cu_seqlens of another type: not modelled");
-  }
-  ctx.Note("lengths = cu_seqlens[1:] - cu_seqlens[:-1]; lengths.tolist() once per q, k and v");
-  // q's split reads the lengths and checks them; k's and v's read them again.
-  constexpr absl::string_view kRead = "lengths.tolist() in torch.split";
-  VARLEN_ASSIGN_OR_RETURN(const std::vector<int64_t> lens,
-                          SplitSizesOf(cu.as_tensor(), /*reads=*/1, kRead));
-  VARLEN_RETURN_IF_ERROR(CheckSplitSizes(lens, q.size(0), /*dim=*/2));
-  VARLEN_RETURN_IF_ERROR(SplitSizesOf(cu.as_tensor(), /*reads=*/2, kRead).status());
+  VARLEN_ASSIGN_OR_RETURN(const std::vector<int64_t> lens, SplitLengths(ctx, cu));
   if (IsFlashName(profile)) return FlashPerSequence(ctx, profile, lens, scaling);
   if (profile == Profile::kTfSdpa && TransformersBehaviorOf(ctx).sdpa_empty_segment_raises &&
       std::find(lens.begin(), lens.end(), 0) != lens.end()) {
@@ -128,6 +114,23 @@ absl::StatusOr<ResolvedArgs> HardenedSplit(const ResolveContext& ctx, const Valu
 }
 
 }  // namespace
+
+absl::StatusOr<std::vector<int64_t>> SplitLengths(const ResolveContext& ctx, const Value& cu) {
+  if (cu.is_none()) {
+    return PythonError(PyErrorKind::kTypeError, "'NoneType' object is not subscriptable");
+  }
+  if (!cu.is_tensor()) {
+    return absl::UnimplementedError("transformers: a cu_seqlens of another type: not modelled");
+  }
+  ctx.Note("lengths = cu_seqlens[1:] - cu_seqlens[:-1]; lengths.tolist() once per q, k and v");
+  // q's split reads the lengths and checks them; k's and v's read them again.
+  constexpr absl::string_view kRead = "lengths.tolist() in torch.split";
+  VARLEN_ASSIGN_OR_RETURN(const std::vector<int64_t> lens,
+                          SplitSizesOf(cu.as_tensor(), /*reads=*/1, kRead));
+  VARLEN_RETURN_IF_ERROR(CheckSplitSizes(lens, ctx.call.q.size(0), /*dim=*/2));
+  VARLEN_RETURN_IF_ERROR(SplitSizesOf(cu.as_tensor(), /*reads=*/2, kRead).status());
+  return lens;
+}
 
 absl::StatusOr<ResolvedArgs> ResolveSplit(const ResolveContext& ctx, Profile profile,
                                           const Value& cu_seqlens, double scaling) {

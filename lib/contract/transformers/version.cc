@@ -52,7 +52,8 @@ const EngineModel& TransformersModel() {
       .aliases = {},
       .resolve = &internal::ResolveTransformersCall,
       .backend_call = &internal::TransformersBackendCall,
-      .default_softmax_scale = &internal::TransformersDefaultSoftmaxScale};
+      .default_softmax_scale = &internal::TransformersDefaultSoftmaxScale,
+      .function_calls = &internal::TransformersFunctionCalls};
   return kModel;
 }
 

@@ -7,7 +7,7 @@ each band's wheel and run on the CPU, as the judge of faithful mode.
 
 Faithful mode's transformers profiles (docs/contract-transformers.md) model
 three bands, each named by the release that stands for it (4.57.6, 5.14.1,
-5.25.0). For each band, profile (an `attn_implementation` name) and
+5.25.0); any other release from 4.53.1 on is judged by its band. For each band, profile (an `attn_implementation` name) and
 generated call (varlen._core.generate_calls: both entries, every form of
 cu_seqlens, max_seqlen and the interface keywords, packed and fused q, k,
 v), faithful mode's prediction is compared with what that release's own
@@ -70,11 +70,13 @@ import functools
 import hashlib
 import logging
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from varlen import fa4_entry, kernel_entry
+from varlen import fa4_entry, kernel_entry, spec
 from varlen.engines import compare, device as stand_ins
 from varlen.engines import source as engine_source
 from varlen.engines.compare import Difference, Judge
@@ -99,12 +101,17 @@ GENERIC_FILE = "transformers/utils/generic.py"
 
 
 class Band:
-    """One modelled band: its release's wheel and the files judged, pinned."""
+    """One modelled band: its release's wheel and the files judged, pinned;
+    or another release (`models`: the band faithful mode judges it by),
+    whose wheel is fetched unpinned and whose dependencies are its band's."""
 
-    def __init__(self, version: str, wheel_sha256: str, files: Dict[str, str]):
+    def __init__(self, version: str, wheel_sha256: Optional[str], files: Dict[str, str],
+                 models: str = ""):
         self.version = version
         self.wheel_sha256 = wheel_sha256
         self.files = files
+        self.models = models or version
+        self.note = ""
 
     @property
     def wheel_name(self) -> str:
@@ -138,9 +145,42 @@ def band_dir(version: str) -> Path:
     return engine_source.wheels_dir().parent / f"transformers-{version}"
 
 
-def check_band(band: Band) -> Path:
-    """The band's folder, once its wheel has the pinned hash and every judged
-    file in the folder is the wheel's own."""
+def check_release(band: Band) -> List[Path]:
+    """A release other than a band's own: its wheel fetched (unpinned: its
+    SHA-256 is printed) and installed alone into its folder, which comes
+    before its band's folder, whose dependencies it shares."""
+    folders = check_band(BANDS[band.models])
+    wheel = engine_source.fetch_wheel("transformers", band.version, "any",
+                                      engine_source.wheels_dir(), band.wheel_name,
+                                      who="transformers-differential")
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    print(f"transformers-differential: {wheel.name} has SHA-256 {digest}", file=sys.stderr)
+    changed = [member for member, sha in BANDS[band.models].files.items()
+               if hashlib.sha256(engine_source.read_member(str(wheel), member).encode())
+               .hexdigest() != sha]
+    band.note = (f"not a modelled release: judged by the {band.models} band; of the files judged, "
+                 + (f"{', '.join(changed)} differ from {band.models}'s" if changed else
+                    f"none differs from {band.models}'s"))
+    folder = band_dir(band.version)
+    stamp = folder / "varlen-stamp"
+    if not stamp.is_file() or stamp.read_text().strip() != digest:
+        if folder.exists():
+            shutil.rmtree(folder)
+        try:
+            subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+                            "--disable-pip-version-check", "--target", str(folder), str(wheel)],
+                           check=True)
+        except (OSError, subprocess.CalledProcessError) as error:
+            raise engine_source.Unavailable(f"cannot install {wheel} into {folder}: {error}")
+        stamp.write_text(digest + "\n")
+    return [folder] + folders
+
+
+def check_band(band: Band) -> List[Path]:
+    """The folders to import the band from, once its wheel has the pinned
+    hash and every judged file in its folder is the wheel's own."""
+    if band.models != band.version:
+        return check_release(band)
     wheel = engine_source.wheels_dir() / band.wheel_name
     if not wheel.is_file():
         raise engine_source.Unavailable(f"no transformers {band.version} wheel at {wheel}: run "
@@ -156,7 +196,7 @@ def check_band(band: Band) -> Path:
                 hashlib.sha256(installed.read_bytes()).hexdigest() != sha:
             raise engine_source.Unavailable(f"{installed} is not transformers {band.version}'s "
                                             f"{member}: run scripts/python-env")
-    return folder
+    return [folder]
 
 
 # --- the kernels --------------------------------------------------------------------------
@@ -433,18 +473,19 @@ def _rotary_stand_in(q, k, cos, sin):
     return q, k
 
 
-def _drop_band(folder: Path) -> None:
-    """The previous band's modules out of sys.modules and its folder off
+def _drop_band(folders: List[Path]) -> None:
+    """The previous band's modules out of sys.modules and its folders off
     sys.path. Its compiled extension modules go too: the next band's are
     other files (tokenizers 0.22 and 0.23 differ), loaded afresh."""
-    prefix = str(folder)
+    prefixes = tuple(str(folder) for folder in folders)
     for name, module in list(sys.modules.items()):
         file = getattr(module, "__file__", None) or ""
         if name == "transformers" or name.startswith("transformers.") or \
-                file.startswith(prefix):
+                file.startswith(prefixes):
             del sys.modules[name]
-    if prefix in sys.path:
-        sys.path.remove(prefix)
+    for prefix in prefixes:
+        if prefix in sys.path:
+            sys.path.remove(prefix)
 
 
 class TransformersCode:
@@ -452,18 +493,18 @@ class TransformersCode:
     behind `_lazy_imports` and the hub's name registered."""
 
     def __init__(self, band: Band):
-        folder = check_band(band)
+        folders = check_band(band)
         if _ACTIVE:
-            _drop_band(_ACTIVE["folder"])
+            _drop_band(_ACTIVE["folders"])
             _ACTIVE.clear()
         torch_module()  # torch and NumPy first, from the environment
         import numpy  # noqa: F401
         # After site-packages: what the environment holds wins.
-        sys.path.append(str(folder))
+        sys.path.extend(str(folder) for folder in folders)
         os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
         import transformers
         if transformers.__version__ != band.version:
-            raise engine_source.Unavailable(f"{folder} imported transformers "
+            raise engine_source.Unavailable(f"{folders[0]} imported transformers "
                                             f"{transformers.__version__}, not {band.version}")
         logging.getLogger("transformers").setLevel(logging.ERROR)
         from transformers import modeling_flash_attention_utils as flash_utils
@@ -473,7 +514,7 @@ class TransformersCode:
         from transformers.models.qwen2_5_vl.configuration_qwen2_5_vl import \
             Qwen2_5_VLVisionConfig
         self.band = band
-        self.folder = folder
+        self.folders = folders
         self.flash_utils = flash_utils
         self.layer = layer
         self.functions = ALL_ATTENTION_FUNCTIONS
@@ -485,7 +526,7 @@ class TransformersCode:
         # A hub kernel with FlashAttention 2's signature, as `kernels` registers one.
         ALL_ATTENTION_FUNCTIONS.register(HUB_NAME, flash_attention_forward)
         layer.apply_rotary_pos_emb_vision = _rotary_stand_in
-        _ACTIVE.update(folder=folder, code=self)
+        _ACTIVE.update(folders=folders, code=self)
 
     def _lazy_imports(self, implementation, *args, **kwargs):
         family = FAMILY_OF.get(self.profile, 2) if self.five else 2
@@ -779,13 +820,11 @@ EXPLAINED: List[Tuple[Optional[str], Optional[str], Callable[[dict, dict], bool]
 
 
 def judge(version: str) -> Judge:
-    """transformers `version` (one of the modelled bands) ready to be compared."""
-    band = BANDS.get(version)
-    if band is None:
-        raise ValueError(f"transformers {version} is not modelled (modelled: "
-                         f"{', '.join(BANDS)})")
+    """transformers `version` ready to be compared: a modelled band's own
+    release, or any other release from 4.53.1 on, judged by its band."""
+    band = BANDS.get(version) or Band(version, None, {}, models=spec.transformers_band(version))
     engine = Engine(band)
     load(band)
-    return Judge(engine, Comparer(engine), version, version, band.wheel_name, "",
+    return Judge(engine, Comparer(engine), version, band.models, band.wheel_name, band.note,
                  [(profile, test, reason) for v, p, test, reason in EXPLAINED
-                  if v in (None, version) for profile in ([p] if p else PROFILES)])
+                  if v in (None, band.models) for profile in ([p] if p else PROFILES)])

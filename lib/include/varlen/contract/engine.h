@@ -34,6 +34,7 @@ enum class Mode;
 struct AttentionCall;
 struct ResolvedArgs;
 struct Resolution;
+struct FunctionCalls;
 
 // The inference engine whose calling convention a profile models.
 enum class Engine {
@@ -109,6 +110,10 @@ struct EngineModel {
   AttentionCall (*backend_call)(const AttentionCall& call, Profile profile);
   // The scale `profile`'s code computes when handed None (DefaultSoftmaxScale).
   double (*default_softmax_scale)(Profile profile, int64_t head_dim);
+  // An engine that calls a user's backend as a function: the calls its
+  // entry makes of it (FunctionCallsOf). Null where backends are objects.
+  absl::StatusOr<FunctionCalls> (*function_calls)(const AttentionCall& call,
+                                                  Profile profile) = nullptr;
 };
 
 // The model of `engine`: the one place that switches on the engine.

@@ -197,6 +197,47 @@ Resolution Resolve(const AttentionCall& call, Profile profile, Mode mode);
 // call-level backend, an engine's own class, is handed.
 AttentionCall BackendCallOf(const AttentionCall& call, Profile profile);
 
+// One call of a function a user registers in an engine that calls its
+// backends as functions (transformers' AttentionInterface), and what its
+// arguments ask a correct function to compute.
+struct FunctionCall {
+  // A direct call: q, k and v are the [T_i, H, D] token views the function's
+  // tensors are made of ([1, H, T_i, D] in transformers), kwargs every
+  // keyword it receives.
+  AttentionCall call;
+  // Whether the caller unpacks the function's result (`out, _ = fn(...)`)
+  // or indexes it (`fn(...)[0]`).
+  bool unpacks_result = true;
+  // The sequences the keywords delimit in the call's tokens, and the scale
+  // they ask for.
+  std::vector<int64_t> sequences;
+  double scale = 0.0;
+};
+
+// The calls an engine's entry makes of the function for one call (the
+// layer: one over the pack, or one per sequence), in order; their outputs
+// joined along the tokens are the entry's output.
+struct FunctionCalls {
+  std::vector<FunctionCall> calls;
+  // The attributes of the module object each call receives first
+  // (transformers: the VisionAttention layer's is_causal, scaling, ...).
+  Kwargs module;
+  // Set when a call's arguments do not say one attention a correct function
+  // would compute (a partial set of varlen keywords, a max below the longest
+  // sequence, a mask): what a function does with them is its own.
+  std::string ambiguous;
+};
+
+// Whether `profile`'s engine calls a user's backend as a function
+// (FunctionCallsOf), rather than calling an object's forward().
+bool CallsFunctions(Profile profile);
+
+// What a function registered under `profile`'s name receives from the
+// engine's entry for `call` (faithful, at call.version). An error is the
+// entry's own, raised before the function is called; Unimplemented is a
+// path the model does not reproduce.
+absl::StatusOr<FunctionCalls> FunctionCallsOf(const AttentionCall& call, Profile profile);
+
 }  // namespace varlen
 
 #endif  // VARLEN_CONTRACT_RESOLVE_H_
