@@ -63,8 +63,8 @@ ABSL_FLAG(std::string, vllm, "", "run every vLLM case under this vLLM version (0
 ABSL_FLAG(std::string, transformers, "",
           "run every transformers case under this transformers version (4.57.6, 5.14.1, 5.25.0)");
 ABSL_FLAG(std::string, engine, "",
-          "sglang or vllm: run each case as that engine's counterpart call; all: run both and "
-          "print what differs");
+          "sglang, vllm or transformers: run each case as that engine's counterpart call; all: "
+          "run each case in every engine and print what differs");
 ABSL_FLAG(std::string, sglang, "",
           "the SGLang version faithful mode reproduces: a modelled version, \"all\" to compare "
           "every modelled version, or empty for each case's own (default: the latest)");
@@ -130,8 +130,8 @@ const std::vector<CommandHelp>& Commands() {
        "per run, what was passed, what resolution did, the outcome and the verdict, then\n"
        "one summary line. --sglang/--vllm/--transformers run every case under that\n"
        "engine version (--sglang=all: every modelled version, and where the outcome\n"
-       "differs); --engine\n"
-       "runs each case as the other engine's counterpart call. --backend also takes a\n"
+       "differs); --engine=ENGINE runs each case as that engine's counterpart call,\n"
+       "--engine=all in every engine too, with what differs. --backend also takes a\n"
        "mutant's name. Exit status: 0 when every case met its expectation, 1 when one\n"
        "did not, 2 for an invalid case file or a usage error.",
        {"backend", "sglang", "vllm", "transformers", "engine", "json", "brief", "save", "times",
@@ -478,7 +478,7 @@ int Repro(const std::vector<std::string>& paths) {
     }
     for (Case& c : cases) {
       if (c.engine() == *engine) continue;
-      absl::StatusOr<CounterpartCall> other = CounterpartCase(c);
+      absl::StatusOr<CounterpartCall> other = CounterpartCase(c, *engine);
       if (!other.ok()) {
         std::cerr << "varlen: " << c.name << ": " << other.status().message() << "\n";
         return kExitInvalid;
@@ -546,8 +546,9 @@ int Repro(const std::vector<std::string>& paths) {
         std::cout << FormatOutcomeText(cases[i], (*files)[i], outcome) << "\n";
         if (!replayed.empty()) std::cout << "  replayed:   " << replayed << "\n";
       }
-      if (compare_engines) {
-        absl::StatusOr<CounterpartCall> other = CounterpartCase(cases[i]);
+      for (const Engine target : compare_engines ? AllEngines() : absl::Span<const Engine>()) {
+        if (target == cases[i].engine()) continue;
+        absl::StatusOr<CounterpartCall> other = CounterpartCase(cases[i], target);
         if (!other.ok()) {
           std::cout << "ENGINES  " << cases[i].name << "  [" << backend->name()
                     << "]: " << other.status().message() << "\n";
@@ -564,6 +565,11 @@ int Repro(const std::vector<std::string>& paths) {
                                    {"notes", other->notes},
                                    {"compared", d.compared},
                                    {"fields", d.fields}});
+          } else if (d.summary.empty()) {
+            std::cout << "ENGINES  " << cases[i].name << "  [" << backend->name() << "]  "
+                      << QualifiedProfileName(cases[i].call.profile) << " and "
+                      << QualifiedProfileName(other->counterpart.call.profile)
+                      << ": the same outcome\n";
           } else {
             std::cout << "ENGINES  " << cases[i].name << "  [" << backend->name() << "]  "
                       << d.summary << "\n"

@@ -126,7 +126,7 @@ TEST(VllmCaseTest, RefusesFieldsOfTheOtherEngine) {
 TEST(CounterpartTest, CarriesTheArgumentValuesOver) {
   absl::StatusOr<Case> c = ParseCase(VllmCase().dump(), "x.json");
   ASSERT_TRUE(c.ok()) << c.status();
-  absl::StatusOr<CounterpartCall> sglang = CounterpartCase(*c);
+  absl::StatusOr<CounterpartCall> sglang = CounterpartCase(*c, Engine::kSglang);
   ASSERT_TRUE(sglang.ok()) << sglang.status();
   const Case& t = sglang->counterpart;
   EXPECT_EQ(t.call.profile, Profile::kFa3);
@@ -139,7 +139,7 @@ TEST(CounterpartTest, CarriesTheArgumentValuesOver) {
   EXPECT_EQ(t.call.kwargs[0].second.tensor.ints, std::vector<int64_t>{5});
   // SGLang resolves it; back in vLLM the packed q is misread.
   EXPECT_EQ(RunCase(t, *FindBackend("cpu_reference")).observed, Observed::kSuccess);
-  absl::StatusOr<CounterpartCall> back = CounterpartCase(t);
+  absl::StatusOr<CounterpartCall> back = CounterpartCase(t, Engine::kVllm);
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->counterpart.call.profile, Profile::kVllmFlashAttnFa3);
   const Outcome there = RunCase(back->counterpart, *FindBackend("cpu_reference"));
@@ -154,8 +154,48 @@ TEST(CounterpartTest, NamesAProfileWithoutOne) {
   j["call"] = {{"profile", "ascend_attn"}};
   absl::StatusOr<Case> c = ParseCase(j.dump(), "x.json");
   ASSERT_TRUE(c.ok()) << c.status();
-  EXPECT_THAT(std::string(CounterpartCase(*c).status().message()),
+  EXPECT_THAT(std::string(CounterpartCase(*c, Engine::kVllm).status().message()),
               HasSubstr("sglang:ascend_attn has no modelled counterpart in vLLM"));
+}
+
+TEST(CounterpartTest, ReachesTransformersAndBack) {
+  EXPECT_EQ(CounterpartProfile(Profile::kFa3, Engine::kTransformers), Profile::kTfFlashAttention3);
+  EXPECT_EQ(CounterpartProfile(Profile::kTfFlashAttention2, Engine::kSglang), Profile::kFa3);
+  EXPECT_EQ(CounterpartProfile(Profile::kTfEager, Engine::kVllm), Profile::kVllmTorchSdpa);
+  EXPECT_FALSE(CounterpartProfile(Profile::kTritonAttn, Engine::kTransformers).has_value());
+  // vLLM's builder keywords -> transformers' layer with cu_seqlens and the
+  // tower's max_seqlen; its sequence_lengths is not the layer's.
+  absl::StatusOr<Case> c = ParseCase(VllmCase().dump(), "x.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<CounterpartCall> tf = CounterpartCase(*c, Engine::kTransformers);
+  ASSERT_TRUE(tf.ok()) << tf.status();
+  const Case& t = tf->counterpart;
+  EXPECT_EQ(t.call.profile, Profile::kTfFlashAttention3);
+  EXPECT_EQ(t.call.entry, Entry::kLayer);
+  EXPECT_EQ(t.call.layout, QLayout::kPacked);
+  ASSERT_EQ(t.call.kwargs.size(), 1u);
+  EXPECT_EQ(t.call.kwargs[0].first, "max_seqlen");
+  EXPECT_EQ(RunCase(t, *FindBackend("cpu_reference")).observed, Observed::kSuccess);
+  // transformers' interface keywords -> SGLang's cu_seqlens and max_seqlen.
+  Case direct = t;
+  direct.call.entry = Entry::kDirect;
+  direct.call.kwargs = {{"cu_seq_lens_q", direct.call.cu_seqlens},
+                        {"cu_seq_lens_k", direct.call.cu_seqlens},
+                        {"max_length_q", ArgLiteral::Int(5)},
+                        {"max_length_k", ArgLiteral::Int(5)},
+                        {"scaling", ArgLiteral::Float(0.25)}};
+  direct.call.cu_seqlens = ArgLiteral::None();
+  absl::StatusOr<CounterpartCall> sglang = CounterpartCase(direct, Engine::kSglang);
+  ASSERT_TRUE(sglang.ok()) << sglang.status();
+  EXPECT_EQ(sglang->counterpart.call.cu_seqlens, t.call.cu_seqlens);
+  ASSERT_EQ(sglang->counterpart.call.kwargs.size(), 1u);
+  EXPECT_EQ(sglang->counterpart.call.kwargs[0].first, "max_seqlen");
+  EXPECT_THAT(sglang->notes.back(), HasSubstr("cu_seq_lens_k, max_length_k, scaling dropped"));
+  // Fewer key/value heads have no layer to go through.
+  Case gqa = *c;
+  gqa.geometry.num_kv_heads = 1;
+  EXPECT_THAT(std::string(CounterpartCase(gqa, Engine::kTransformers).status().message()),
+              HasSubstr("no counterpart there"));
 }
 
 }  // namespace
