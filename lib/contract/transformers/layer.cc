@@ -99,30 +99,25 @@ absl::StatusOr<ResolvedArgs> ResolveInterface(const ResolveContext& ctx, Profile
 }  // namespace
 
 absl::StatusOr<Value> LayerMaxSeqlen(const ResolveContext& ctx, const Value& cu) {
-  if (TransformersBehaviorOf(ctx).caller_max_wins) {
-    // get_max_seqlen(cu_seqlens, config, kwargs): a precomputed value wins,
-    // whatever its type; else one .item() (PR #47170).
+  // 5.15.0 on: get_max_seqlen(cu_seqlens, config, kwargs), where a
+  // precomputed value wins, whatever its type; else one .item() per tower
+  // (PR #47170). 4.57.x to 5.14.x: (cu_seqlens[1:] - cu_seqlens[:-1]).max()
+  // in every layer, a 0-d tensor on cu_seqlens' device; a caller's
+  // max_seqlen falls into **kwargs, unread.
+  const bool once_per_tower = TransformersBehaviorOf(ctx).caller_max_wins;
+  if (once_per_tower) {
     if (Value given = ctx.kwargs.get("max_seqlen"); !given.is_none()) {
       ctx.Note("max_seqlen given: passed on as it is");
       return given;
     }
-    if (cu.is_none()) {
-      return PythonError(PyErrorKind::kTypeError, "'NoneType' object is not subscriptable");
-    }
-    if (!cu.is_tensor()) return absl::UnimplementedError("transformers: a non-tensor cu_seqlens");
-    VARLEN_ASSIGN_OR_RETURN(const Tensor diffs, SubtractShifted(cu.as_tensor()));
-    VARLEN_ASSIGN_OR_RETURN(const Tensor longest, Max(diffs));
-    return Item(longest, "(cu_seqlens[1:] - cu_seqlens[:-1]).max().item()");
   }
-  // 4.57.x to 5.14.x: (cu_seqlens[1:] - cu_seqlens[:-1]).max() in every
-  // layer, a 0-d tensor on cu_seqlens' device; a caller's max_seqlen falls
-  // into **kwargs, unread.
   if (cu.is_none()) {
     return PythonError(PyErrorKind::kTypeError, "'NoneType' object is not subscriptable");
   }
   if (!cu.is_tensor()) return absl::UnimplementedError("transformers: a non-tensor cu_seqlens");
   VARLEN_ASSIGN_OR_RETURN(const Tensor diffs, SubtractShifted(cu.as_tensor()));
   VARLEN_ASSIGN_OR_RETURN(Tensor longest, Max(diffs));
+  if (once_per_tower) return Item(longest, "(cu_seqlens[1:] - cu_seqlens[:-1]).max().item()");
   ctx.Note("max_seqlen = (cu_seqlens[1:] - cu_seqlens[:-1]).max(): a 0-d tensor");
   return Value::FromTensor(std::move(longest));
 }
