@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "engine_generators.h"
 #include "properties.h"
 #include "property_support.h"
 #include "varlen/cases/case_json.h"
@@ -24,158 +25,6 @@ namespace {
 
 // Sequences longer than this make a case long (GenLongForwardCase's).
 constexpr int64_t kLongFormsFrom = 512;
-
-// One way of passing a case's arguments, and what it is in words.
-struct CallForm {
-  std::string label;
-  CallSpec call;
-};
-
-void SetKwarg(CallSpec* call, const std::string& key, ArgLiteral value) {
-  std::erase_if(call->kwargs, [&](const auto& item) { return item.first == key; });
-  call->kwargs.emplace_back(key, std::move(value));
-}
-
-// vLLM's well-formed spellings: cu_seqlens with max_seqlen as a 0-d tensor
-// (on the host or the device, int32 or int64), the builders' keywords,
-// sequence_lengths passed too (ignored, or checked to agree), uniform
-// offsets for one sequence, and for TORCH_SDPA any integer cu_seqlens.
-std::vector<CallForm> VllmWellFormedForms(const Case& c) {
-  const Geometry& g = c.geometry;
-  const Profile profile = c.call.profile;
-  const std::vector<int64_t> offsets = OffsetsOf(g.seq_lens);
-  std::vector<CallForm> forms;
-  auto add = [&](std::string label, bool prepared, auto&& edit) {
-    Case form = c;
-    SetCorrectCall(&form, profile, prepared);
-    edit(&form.call);
-    forms.push_back({std::move(label), form.call});
-  };
-  auto max_tensor = [&](DType dtype, Device device) {
-    return ArgLiteral::IntScalarTensor(g.longest(), dtype, device);
-  };
-  add("the default spelling", /*prepared=*/false, [](CallSpec*) {});
-  if (profile == Profile::kVllmFlashinfer) return forms;  // the builders are its one input
-  add("the encoder metadata builders' keywords", true, [](CallSpec*) {});
-  add("sequence_lengths passed too", false, [&](CallSpec* call) {
-    SetKwarg(call, "sequence_lengths",
-             ArgLiteral::IntTensor(g.seq_lens, DType::kInt32, Device::kCuda));
-  });
-  if (profile == Profile::kVllmTorchSdpa) {
-    add("cu_seqlens int64 on the host", false, [&](CallSpec* call) {
-      call->cu_seqlens = ArgLiteral::IntTensor(offsets, DType::kInt64, Device::kCpu);
-    });
-    return forms;
-  }
-  add("max_seqlen as a host int64 tensor", false, [&](CallSpec* call) {
-    SetKwarg(call, "max_seqlen", max_tensor(DType::kInt64, Device::kCpu));
-  });
-  add("max_seqlen as a device int32 tensor", false, [&](CallSpec* call) {
-    SetKwarg(call, "max_seqlen", max_tensor(DType::kInt32, Device::kCuda));
-  });
-  if (g.seq_lens.size() == 1 && g.total_tokens() > 0) {
-    add("cu_seqlens and max_seqlen None (one sequence)", false, [&](CallSpec* call) {
-      call->cu_seqlens = ArgLiteral::None();
-      std::erase_if(call->kwargs, [](const auto& kv) { return kv.first == "max_seqlen"; });
-    });
-  }
-  return forms;
-}
-
-bool IsTransformersFlash(Profile profile) {
-  return EngineOf(profile) == Engine::kTransformers &&
-         ProfileName(profile).find("flash") != absl::string_view::npos;
-}
-
-// transformers' well-formed spellings: through the layer with or without
-// the tower's precomputed max, and the attention interface called as the
-// layer calls it, its max as an int or (not for FlashAttention 4's DSL) a
-// host tensor the op converts, its scaling None (the kernel's own default,
-// the same value).
-std::vector<CallForm> TransformersWellFormedForms(const Case& c) {
-  const Geometry& g = c.geometry;
-  const Profile profile = c.call.profile;
-  std::vector<CallForm> forms;
-  auto add = [&](std::string label, bool prepared, Entry entry, auto&& edit) {
-    Case form = c;
-    SetCorrectCall(&form, profile, prepared, entry);
-    edit(&form.call);
-    forms.push_back({std::move(label), form.call});
-  };
-  auto as_is = [](CallSpec*) {};
-  add("through the layer", /*prepared=*/false, Entry::kLayer, as_is);
-  add("through the layer with the tower's max_seqlen", true, Entry::kLayer, as_is);
-  if (!IsTransformersFlash(profile)) return forms;
-  add("the attention interface", false, Entry::kDirect, as_is);
-  add("the attention interface, scaling None", false, Entry::kDirect,
-      [](CallSpec* call) { SetKwarg(call, "scaling", ArgLiteral::None()); });
-  if (profile != Profile::kTfFlashAttention4) {
-    add("the attention interface, max_length_q/k as host int64 tensors", false, Entry::kDirect,
-        [&](CallSpec* call) {
-          for (const char* key : {"max_length_q", "max_length_k"}) {
-            SetKwarg(call, key,
-                     ArgLiteral::IntScalarTensor(g.longest(), DType::kInt64, Device::kCpu));
-          }
-        });
-  }
-  return forms;
-}
-
-// Every well-formed spelling of c's arguments in c's calling convention that
-// the contract resolves to the same kernel arguments: the forms of
-// max_seqlen and cu_seqlens that resolve_precomputed_max_seqlen and the
-// casts accept, prepared metadata against keyword arguments, and both
-// entries.
-std::vector<CallForm> WellFormedForms(const Case& c) {
-  if (c.engine() == Engine::kVllm) return VllmWellFormedForms(c);
-  if (c.engine() == Engine::kTransformers) return TransformersWellFormedForms(c);
-  const Geometry& g = c.geometry;
-  const Profile profile = c.call.profile;
-  const std::vector<int64_t> offsets = OffsetsOf(g.seq_lens);
-  const int64_t longest = g.longest();
-  std::vector<CallForm> forms;
-  auto add = [&](std::string label, bool prepared, Entry entry, auto&& edit) {
-    if (entry == Entry::kLayer && g.total_tokens() == 0) return;  // the layer reshapes q
-    Case form = c;
-    SetCorrectCall(&form, profile, prepared, entry);
-    edit(&form.call);
-    forms.push_back(
-        {absl::StrCat(label, entry == Entry::kLayer ? ", through the layer" : ""), form.call});
-  };
-  auto as_is = [](CallSpec*) {};
-  for (const Entry entry : {Entry::kDirect, Entry::kLayer}) {
-    add("the default spelling", /*prepared=*/false, entry, as_is);
-    if (profile == Profile::kSdpa) {
-      add("cu_seqlens int64 on the host", false, entry, [&](CallSpec* call) {
-        call->cu_seqlens = ArgLiteral::IntTensor(offsets, DType::kInt64, Device::kCpu);
-      });
-      continue;
-    }
-    if (profile == Profile::kFlashinferCudnn) continue;  // builder metadata is its one input
-    add("prepared metadata", /*prepared=*/true, entry, as_is);
-    add("prepared metadata with max_seqlen", true, entry,
-        [&](CallSpec* call) { call->forward_metadata->max_seqlen = ArgLiteral::Int(longest); });
-    add("max_seqlen as a host int64 tensor", false, entry, [&](CallSpec* call) {
-      SetKwarg(call, "max_seqlen", ArgLiteral::IntTensor({longest}, DType::kInt64, Device::kCpu));
-    });
-    add("max_seqlen as a device int32 tensor", false, entry, [&](CallSpec* call) {
-      SetKwarg(call, "max_seqlen", ArgLiteral::IntTensor({longest}, DType::kInt32, Device::kCuda));
-    });
-    if (g.total_tokens() > 0) {  // the maximum of cu_seqlens=[0] is an error
-      add("max_seqlen None", false, entry,
-          [&](CallSpec* call) { SetKwarg(call, "max_seqlen", ArgLiteral::None()); });
-    }
-    if (profile != Profile::kTritonAttn) {  // triton_attn passes cu_seqlens on as given
-      add("cu_seqlens int64", false, entry, [&](CallSpec* call) {
-        call->cu_seqlens = ArgLiteral::IntTensor(offsets, DType::kInt64, Device::kCuda);
-      });
-      add("cu_seqlens on the host", false, entry, [&](CallSpec* call) {
-        call->cu_seqlens = ArgLiteral::IntTensor(offsets, DType::kInt32, Device::kCpu);
-      });
-    }
-  }
-  return forms;
-}
 
 // The executor's outcome for `c` with `call` in `mode`, the output kept.
 // Every spelling of one geometry has the same reference: `reference` holds
@@ -198,7 +47,7 @@ Outcome RunForm(const Backend& backend, Case c, const CallSpec& call, Mode mode,
 std::string CheckArgumentForms(const Backend& backend, const Case& generated, PropertyRun* run) {
   Case c = generated;
   c.call.layout = QLayout::kPacked;
-  const std::vector<CallForm> forms = WellFormedForms(c);
+  const std::vector<CallForm> forms = GeneratorsOf(c.engine()).well_formed_forms(c);
   if (forms.size() < 2) return "";
   // A few forms per case, the default spelling first to compare against;
   // one for a long case, where each costs a long forward run.
@@ -320,7 +169,6 @@ std::string CheckNoSilentCorruption(const Backend& backend, const Case& generate
   c.expect.reset();
   const Geometry& g = c.geometry;
   const std::vector<int64_t> offsets = OffsetsOf(g.seq_lens);
-  const int64_t longest = g.longest();
   const Profile profile = c.call.profile;
   // One realistic corruption of a correct call.
   std::vector<std::pair<std::string, CallSpec>> corrupted;
@@ -331,28 +179,10 @@ std::string CheckNoSilentCorruption(const Backend& backend, const Case& generate
     edit(&bad.call);
     corrupted.emplace_back(std::move(what), bad.call);
   };
+  const EngineGenerators& engine = GeneratorsOf(c.engine());
   auto cu_with = [&](std::vector<int64_t> cu) {
-    return [cu = std::move(cu)](CallSpec* call) {
-      const ArgLiteral value = ArgLiteral::IntTensor(cu, DType::kInt32, Device::kCuda);
-      if (EngineOf(call->profile) == Engine::kTransformers && call->entry == Entry::kDirect) {
-        // The attention interface's keywords (SDPA's and eager's ignore them).
-        for (const char* key : {"cu_seq_lens_q", "cu_seq_lens_k"}) {
-          if (std::any_of(call->kwargs.begin(), call->kwargs.end(),
-                          [&](const auto& kv) { return kv.first == key; })) {
-            SetKwarg(call, key, value);
-          }
-        }
-      } else if (call->vllm_metadata.has_value()) {
-        call->vllm_metadata->cu_seqlens = ArgLiteral::IntTensor(cu, DType::kInt32, Device::kCpu);
-      } else if (call->forward_metadata.has_value()) {
-        call->forward_metadata->cu_seqlens = value;
-      } else {
-        call->cu_seqlens = value;
-      }
-    };
+    return [&engine, cu = std::move(cu)](CallSpec* call) { engine.set_offsets(call, cu); };
   };
-  const bool vllm = c.engine() == Engine::kVllm;
-  const bool transformers = c.engine() == Engine::kTransformers;
   const bool has_prepared = profile != Profile::kSdpa;
   const bool has_kwargs = profile != Profile::kSdpa && profile != Profile::kFlashinferCudnn &&
                           profile != Profile::kVllmFlashinfer;
@@ -373,54 +203,7 @@ std::string CheckNoSilentCorruption(const Backend& backend, const Case& generate
     corrupt("cu_seqlens[-1] short of the last token", has_prepared && !has_kwargs,
             cu_with(shorter));
   }
-  if (transformers && IsTransformersFlash(profile) && longest > 0) {
-    corrupt("the tower's max_seqlen one below the longest sequence", true, [&](CallSpec* call) {
-      if (call->entry == Entry::kLayer) {
-        SetKwarg(call, "max_seqlen", ArgLiteral::Int(longest - 1));
-      } else {
-        SetKwarg(call, "max_length_q", ArgLiteral::Int(longest - 1));
-        SetKwarg(call, "max_length_k", ArgLiteral::Int(longest - 1));
-      }
-    });
-    // transformers' dense fallback: a call short of one of the four varlen
-    // keywords attends across the whole pack.
-    corrupt("one varlen keyword None (the dense fallback over the whole pack)", true,
-            [](CallSpec* call) {
-              if (call->entry == Entry::kLayer) {
-                call->cu_seqlens = ArgLiteral::None();
-              } else {
-                SetKwarg(call, "max_length_k", ArgLiteral::None());
-              }
-            });
-  } else if (transformers) {
-    // The split path ignores max_seqlen: the offsets are its one input.
-  } else if (has_kwargs && longest > 0 && vllm && profile != Profile::kVllmTorchSdpa) {
-    corrupt("max_seqlen one below the longest sequence", false, [&](CallSpec* call) {
-      SetKwarg(call, "max_seqlen",
-               ArgLiteral::IntScalarTensor(longest - 1, DType::kInt32, Device::kCpu));
-    });
-  } else if (has_kwargs && longest > 0 && !vllm) {
-    corrupt("max_seqlen one below the longest sequence", false,
-            [&](CallSpec* call) { SetKwarg(call, "max_seqlen", ArgLiteral::Int(longest - 1)); });
-    corrupt("prepared max_seqlen one below the longest sequence", true, [&](CallSpec* call) {
-      call->forward_metadata->max_seqlen = ArgLiteral::Int(longest - 1);
-    });
-  }
-  if (profile == Profile::kVllmFlashinfer) {
-    const int64_t width = g.num_heads * g.head_dim;
-    corrupt(absl::StrCat("hidden_size ", 2 * width, " instead of ", width), true,
-            [width](CallSpec* call) { call->vllm_metadata->hidden_size = 2 * width; });
-    corrupt("v dense where the offsets assume the fused projection", true,
-            [](CallSpec* call) { call->layout = QLayout::kBatched; });
-  }
-  if (profile == Profile::kFlashinferCudnn) {
-    const int64_t width = g.num_heads * g.head_dim;
-    for (const int64_t wrong : {width + g.head_dim, g.head_dim, 2 * width}) {
-      if (wrong == width) continue;
-      corrupt(absl::StrCat("elem_per_token ", wrong, " instead of ", width), true,
-              [wrong](CallSpec* call) { call->forward_metadata->elem_per_token = wrong; });
-    }
-  }
+  engine.add_corruptions(c, corrupt);
   if (corrupted.empty()) return "";
   const auto& [what, call] = *rc::gen::elementOf(corrupted);
   Case bad = c;

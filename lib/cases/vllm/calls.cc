@@ -83,7 +83,15 @@ void SetCorrectVllmCall(Case* c, Profile profile, bool prepared, Entry) {
   const Geometry& g = c->geometry;
   CallSpec& call = c->call;
   call.entry = Entry::kDirect;
-  const std::vector<int64_t> offsets = OffsetsOf(g.seq_lens);
+  // A model never packs an empty image; where FlashAttention 2 would read
+  // one row per sequence (every image one patch, fewer key/value heads:
+  // Dao-AILab/flash-attention#1537), leaving them out is what makes the
+  // call correct.
+  std::vector<int64_t> lengths = g.seq_lens;
+  if (profile == Profile::kVllmFlashAttnFa2 && g.longest() == 1 && g.num_heads > g.num_kv_heads) {
+    std::erase(lengths, 0);
+  }
+  const std::vector<int64_t> offsets = OffsetsOf(lengths);
   call.layout = profile == Profile::kVllmFlashinfer ? QLayout::kBatchedFusedQkv : QLayout::kBatched;
   call.seq_len = g.total_tokens();
   if (prepared || profile == Profile::kVllmFlashinfer) {

@@ -1,0 +1,164 @@
+// transformers' calls for the generators and the call properties: the
+// layer (VisionAttention.forward) and the attention interface, their
+// well-formed spellings, and the corruptions of the tower's max and of the
+// four-or-nothing varlen keywords.
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "engine_generators.h"
+#include "varlen/cases/correct_call.h"
+
+namespace varlen::internal {
+namespace {
+
+// A wild case's call made a transformers call: VisionAttention with the
+// tower's cu_seqlens and keywords, or the attention interface with its
+// keywords, each now and then in another of the forms GenArg draws, or left
+// out.
+void MakeTransformersCall(Case* c) {
+  CallSpec& call = c->call;
+  const Geometry& g = c->geometry;
+  const std::vector<int64_t> offsets = OffsetsOf(g.seq_lens);
+  c->version.reset();
+  if (*rc::gen::arbitrary<bool>()) {
+    c->version = *rc::gen::elementOf(EngineVersion::Modelled(Engine::kTransformers));
+  }
+  call.graph_mode = false;
+  call.sdpa = SdpaOptions{};
+  call.bsz.reset();
+  call.seq_len.reset();
+  call.forward_metadata.reset();
+  call.kwargs.clear();
+  const ArgLiteral cu = ArgLiteral::IntTensor(offsets, DType::kInt32, Device::kCuda);
+  auto cu_form = [&] { return *rc::gen::inRange(0, 3) == 0 ? *GenArg(offsets, 1) : cu; };
+  auto max_form = [&] {
+    return *rc::gen::inRange(0, 3) == 0 ? *GenArg(offsets, 0) : ArgLiteral::Int(g.longest());
+  };
+  if (call.entry == Entry::kLayer) {
+    // One projection makes q, k and v: as many key heads as query heads.
+    c->geometry.num_kv_heads = g.num_heads;
+    call.cu_seqlens = cu_form();
+    if (*rc::gen::arbitrary<bool>()) call.kwargs.emplace_back("max_seqlen", max_form());
+    return;
+  }
+  call.rotary = false;
+  call.cu_seqlens = ArgLiteral::None();
+  if (*rc::gen::inRange(0, 8) != 0) call.kwargs.emplace_back("attention_mask", ArgLiteral::None());
+  if (const int scaling = *rc::gen::inRange(0, 4); scaling > 0) {
+    call.kwargs.emplace_back("scaling", scaling == 1 ? ArgLiteral::None()
+                                                     : ArgLiteral::Float(std::pow(
+                                                           static_cast<double>(g.head_dim), -0.5)));
+  }
+  if (*rc::gen::arbitrary<bool>()) call.kwargs.emplace_back("dropout", ArgLiteral::Float(0.0));
+  const ArgLiteral cu_q = cu_form();
+  const ArgLiteral max_q = max_form();
+  const std::pair<const char*, const ArgLiteral*> varlen[] = {{"cu_seq_lens_q", &cu_q},
+                                                              {"cu_seq_lens_k", &cu_q},
+                                                              {"max_length_q", &max_q},
+                                                              {"max_length_k", &max_q}};
+  for (const auto& [key, value] : varlen) {
+    if (*rc::gen::inRange(0, 8) != 0) call.kwargs.emplace_back(key, *value);
+  }
+  if (*rc::gen::inRange(0, 6) != 0) {
+    ArgLiteral is_causal;
+    is_causal.kind = ArgLiteral::Kind::kBool;
+    is_causal.b = *rc::gen::inRange(0, 8) == 0;
+    call.kwargs.emplace_back("is_causal", is_causal);
+  }
+}
+
+// transformers' well-formed spellings: through the layer with or without
+// the tower's precomputed max, and the attention interface called as the
+// layer calls it, its max as an int or (not for FlashAttention 4's DSL) a
+// host tensor the op converts, its scaling None (the kernel's own default,
+// the same value).
+std::vector<CallForm> TransformersWellFormedForms(const Case& c) {
+  const Geometry& g = c.geometry;
+  const Profile profile = c.call.profile;
+  std::vector<CallForm> forms;
+  auto add = [&](std::string label, bool prepared, Entry entry, auto&& edit) {
+    Case form = c;
+    SetCorrectCall(&form, profile, prepared, entry);
+    edit(&form.call);
+    forms.push_back({std::move(label), form.call});
+  };
+  auto as_is = [](CallSpec*) {};
+  add("through the layer", /*prepared=*/false, Entry::kLayer, as_is);
+  add("through the layer with the tower's max_seqlen", true, Entry::kLayer, as_is);
+  if (!IsTransformersFlash(profile)) return forms;
+  add("the attention interface", false, Entry::kDirect, as_is);
+  add("the attention interface, scaling None", false, Entry::kDirect,
+      [](CallSpec* call) { SetKwarg(call, "scaling", ArgLiteral::None()); });
+  if (profile != Profile::kTfFlashAttention4) {
+    add("the attention interface, max_length_q/k as host int64 tensors", false, Entry::kDirect,
+        [&](CallSpec* call) {
+          for (const char* key : {"max_length_q", "max_length_k"}) {
+            SetKwarg(call, key,
+                     ArgLiteral::IntScalarTensor(g.longest(), DType::kInt64, Device::kCpu));
+          }
+        });
+  }
+  return forms;
+}
+
+// The layer's cu_seqlens; the interface's cu_seq_lens_q/k where the call
+// passes them (SDPA's and eager's ignore them).
+void SetTransformersOffsets(CallSpec* call, const std::vector<int64_t>& offsets) {
+  const ArgLiteral value = ArgLiteral::IntTensor(offsets, DType::kInt32, Device::kCuda);
+  if (call->entry != Entry::kDirect) {
+    call->cu_seqlens = value;
+    return;
+  }
+  for (const char* key : {"cu_seq_lens_q", "cu_seq_lens_k"}) {
+    if (std::any_of(call->kwargs.begin(), call->kwargs.end(),
+                    [&](const auto& kv) { return kv.first == key; })) {
+      SetKwarg(call, key, value);
+    }
+  }
+}
+
+// The flash path's max and its dense fallback; the split path ignores
+// max_seqlen, so the offsets are its one input.
+void AddTransformersCorruptions(const Case& c, const AddCorruption& add) {
+  const int64_t longest = c.geometry.longest();
+  if (!IsTransformersFlash(c.call.profile) || longest == 0) return;
+  add("the tower's max_seqlen one below the longest sequence", true, [longest](CallSpec* call) {
+    if (call->entry == Entry::kLayer) {
+      SetKwarg(call, "max_seqlen", ArgLiteral::Int(longest - 1));
+    } else {
+      SetKwarg(call, "max_length_q", ArgLiteral::Int(longest - 1));
+      SetKwarg(call, "max_length_k", ArgLiteral::Int(longest - 1));
+    }
+  });
+  // A call short of one of the four varlen keywords attends across the
+  // whole pack.
+  add("one varlen keyword None (the dense fallback over the whole pack)", true, [](CallSpec* call) {
+    if (call->entry == Entry::kLayer) {
+      call->cu_seqlens = ArgLiteral::None();
+    } else {
+      SetKwarg(call, "max_length_k", ArgLiteral::None());
+    }
+  });
+}
+
+}  // namespace
+
+bool IsTransformersFlash(Profile profile) {
+  return EngineOf(profile) == Engine::kTransformers &&
+         ProfileName(profile).find("flash") != absl::string_view::npos;
+}
+
+const EngineGenerators& TransformersGenerators() {
+  static const EngineGenerators kGenerators = {.make_wild_call = &MakeTransformersCall,
+                                               .well_formed_forms = &TransformersWellFormedForms,
+                                               .set_offsets = &SetTransformersOffsets,
+                                               .add_corruptions = &AddTransformersCorruptions};
+  return kGenerators;
+}
+
+}  // namespace varlen::internal
