@@ -27,13 +27,16 @@ from varlen import spec
 
 
 def _attend(query, key, value, scaling):  # [1, H, L, D] each
-    """Attention in float32 (torch's CPU SDPA kernel writes zeros for a
-    query row holding a NaN, pytorch #141128)."""
-    groups = query.shape[1] // key.shape[1]
+    """Attention in float64 on dense copies: the output's bits do not depend
+    on where a sequence sits in the pack (BLAS paths vary with a view's
+    address), and a NaN propagates (torch's CPU SDPA kernel writes zeros for
+    a query row holding one, pytorch #141128)."""
+    dtype, groups = query.dtype, query.shape[1] // key.shape[1]
+    query, key, value = (x.double().contiguous() for x in (query, key, value))
     key, value = (x.repeat_interleave(groups, dim=1) for x in (key, value))
     scale = scaling if scaling is not None else query.shape[-1] ** -0.5
-    scores = torch.matmul(query.float(), key.float().transpose(-1, -2)) * scale
-    return torch.matmul(torch.softmax(scores, dim=-1), value.float()).to(query.dtype)
+    scores = torch.matmul(query, key.transpose(-1, -2)) * scale
+    return torch.matmul(torch.softmax(scores, dim=-1), value).to(dtype)
 
 
 def varlen_attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0,
