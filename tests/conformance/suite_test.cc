@@ -247,40 +247,6 @@ TEST(SuiteTest, LongLengthsReachTheEdgesThatChangeKernelPaths) {
   EXPECT_TRUE(seen.count(0)) << "empty sequences beside a long one";
 }
 
-// Every tier's cases span the heads and head dims real vision towers use,
-// in the shares docs/conformance.md states (this test prints them).
-TEST(SuiteTest, GeometriesSpanWhatVisionTowersUse) {
-  const BackendCapabilities caps = FindBackend("cpu_flash")->capabilities();
-  for (const Tier tier : {Tier::kSmoke, Tier::kFull, Tier::kNightly}) {
-    const rc::Gen<Case> gen = GenForwardCase(caps, BudgetFor("Numerics", tier).limits);
-    constexpr int kCases = 4000;
-    std::map<std::string, int> count;
-    std::set<int64_t> heads;
-    for (int i = 0; i < kCases; ++i) {
-      const Geometry g = rc::gen::resize(100, gen)(rc::Random(i), 100).value().geometry;
-      heads.insert(g.num_heads);
-      count["heads > 16"] += g.num_heads > 16;
-      count["heads 25"] += g.num_heads == 25;
-      count["heads >= 32"] += g.num_heads >= 32;
-      count["odd heads > 1"] += g.num_heads > 1 && g.num_heads % 2 == 1;
-      count["head dim 64..128"] += g.head_dim >= 64 && g.head_dim <= 128;
-      count["head dim 72 or 80"] += g.head_dim == 72 || g.head_dim == 80;
-      count["heads > 16 with >= 16 tokens"] += g.num_heads > 16 && g.total_tokens() >= 16;
-    }
-    std::string shares = absl::StrCat(TierName(tier), ":");
-    for (const auto& [what, n] : count) {
-      absl::StrAppend(&shares, " ", what, " ", 100.0 * n / kCases, " %;");
-    }
-    std::cout << shares << "\n";
-    EXPECT_GT(count["heads > 16"], kCases / 20) << shares;
-    EXPECT_GT(count["heads 25"], kCases / 100) << shares;
-    EXPECT_GT(count["odd heads > 1"], kCases / 20) << shares;
-    EXPECT_GT(count["head dim 72 or 80"], kCases / 20) << shares;
-    EXPECT_GT(count["heads > 16 with >= 16 tokens"], count["heads > 16"] / 2) << shares;
-    EXPECT_TRUE(heads.count(48)) << shares;
-  }
-}
-
 // The mutants whose bug only shows past a length die on the long cases.
 TEST(SuiteTest, LengthMutantsDieOnLongCasesOnly) {
   const std::vector<Mutant> mutants = AllMutants();
