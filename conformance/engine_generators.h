@@ -53,8 +53,6 @@ const EngineGenerators& TransformersGenerators();
 // Shared by the engines' tables.
 // Any Python value a caller might pass, biased toward plausible ones.
 rc::Gen<ArgLiteral> GenArg(const std::vector<int64_t>& offsets, int depth);
-// The keyword set to `value`, after the others.
-void SetKwarg(CallSpec* call, const std::string& key, ArgLiteral value);
 // A transformers implementation whose name takes the flash path.
 bool IsTransformersFlash(Profile profile);
 

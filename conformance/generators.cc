@@ -106,6 +106,13 @@ rc::Gen<int64_t> GenSpecialLength(int64_t max_len) {
 
 }  // namespace
 
+void FitBudgetByLengths(Geometry* g, int64_t max_macs) {
+  while (AttentionMacs(*g) > max_macs) {
+    auto longest = std::max_element(g->seq_lens.begin(), g->seq_lens.end());
+    *longest /= 2;
+  }
+}
+
 void FitBudget(Geometry* g, int64_t max_macs, int64_t min_head_dim) {
   if (AttentionMacs(*g) <= max_macs) return;
   // Keep the GQA ratio and two KV heads, so a wrong head mapping still shows.
@@ -117,10 +124,7 @@ void FitBudget(Geometry* g, int64_t max_macs, int64_t min_head_dim) {
     g->head_dim = std::max<int64_t>(std::min(min_head_dim, g->head_dim), g->head_dim / 2);
     g->head_dim_v = std::max<int64_t>(std::min(min_head_dim, g->head_dim_v), g->head_dim_v / 2);
   }
-  while (AttentionMacs(*g) > max_macs) {
-    auto longest = std::max_element(g->seq_lens.begin(), g->seq_lens.end());
-    *longest /= 2;
-  }
+  FitBudgetByLengths(g, max_macs);
 }
 
 namespace {
@@ -400,12 +404,27 @@ rc::Gen<Case> GenForwardCase(const BackendCapabilities& caps, const ForwardLimit
     Geometry& g = c.geometry;
     g.seq_lens = *GenSpecialSeqLens(limits);
     FitCapabilities(caps, &g);
-    const int64_t ratio = caps.grouped_query_attention ? *rc::gen::element<int64_t>(1, 2, 4, 8) : 1;
-    g.num_kv_heads = *rc::gen::inRange<int64_t>(1, 3);
-    g.num_heads = g.num_kv_heads * ratio;
+    // A quarter of the cases have a vision tower's heads (odd counts, 16 and
+    // more: InternViT-6B has 25, LLM-sized towers 32 and more), kept whole:
+    // their sequences shrink to fit the budget instead. (A draw of 0, where
+    // shrinking goes, is a small head count.)
+    const bool tower_heads = *rc::gen::inRange(0, 4) == 3;
+    if (tower_heads) {
+      g.num_heads = *rc::gen::element<int64_t>(3, 5, 9, 12, 16, 25, 32, 40, 48);
+      std::vector<int64_t> ratios = {1};
+      for (int64_t r : {2, 4, 8}) {
+        if (caps.grouped_query_attention && g.num_heads % r == 0) ratios.push_back(r);
+      }
+      g.num_kv_heads = g.num_heads / *rc::gen::elementOf(ratios);
+    } else {
+      const int64_t ratio =
+          caps.grouped_query_attention ? *rc::gen::element<int64_t>(1, 2, 4, 8) : 1;
+      g.num_kv_heads = *rc::gen::inRange<int64_t>(1, 3);
+      g.num_heads = g.num_kv_heads * ratio;
+    }
     const int64_t max_dim = std::min<int64_t>(caps.max_head_dim, 256);
     std::vector<int64_t> common_dims;
-    for (int64_t d : {64, 72, 80, 128}) {
+    for (int64_t d : {64, 72, 80, 96, 112, 128}) {
       if (d <= max_dim) common_dims.push_back(d);
     }
     g.head_dim = *rc::gen::weightedOneOf<int64_t>(
@@ -417,7 +436,11 @@ rc::Gen<Case> GenForwardCase(const BackendCapabilities& caps, const ForwardLimit
       g.head_dim_v = *rc::gen::inRange<int64_t>(1, std::min<int64_t>(max_dim, 96) + 1);
     }
     g.dtype = DrawDType(caps);
-    FitBudget(&g, limits.max_macs);
+    if (tower_heads) {
+      FitBudgetByLengths(&g, limits.max_macs);
+    } else {
+      FitBudget(&g, limits.max_macs);
+    }
     FitCapabilities(caps, &g);
     DrawForwardCall(caps, limits.excluded_distributions, &c);
     return c;

@@ -9,7 +9,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "engine_generators.h"
 #include "varlen/cases/correct_call.h"
 

@@ -1,5 +1,8 @@
 #include "varlen/cases/correct_call.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "varlen/cases/engine_calls.h"
 
 namespace varlen {
@@ -28,6 +31,11 @@ void SetCorrectCall(Case* c, Profile profile, bool prepared, Entry entry) {
   Expectation e;
   e.outcome = Expectation::Outcome::kSuccess;
   c->expect = e;
+}
+
+void SetKwarg(CallSpec* call, const std::string& key, ArgLiteral value) {
+  std::erase_if(call->kwargs, [&](const auto& item) { return item.first == key; });
+  call->kwargs.emplace_back(key, std::move(value));
 }
 
 }  // namespace varlen

@@ -61,7 +61,7 @@ std::optional<ArgLiteral> TakeKwarg(CallSpec* call, const std::string& key) {
   return std::nullopt;
 }
 
-void SetKwarg(CallSpec* call, const std::string& key, ArgLiteral value) {
+void SetKwargUnlessNone(CallSpec* call, const std::string& key, ArgLiteral value) {
   TakeKwarg(call, key);
   if (value.kind != ArgLiteral::Kind::kNone) call->kwargs.emplace_back(key, std::move(value));
 }
@@ -81,8 +81,8 @@ absl::Status FromVllm(const Case& c, Profile target, CounterpartCall* out) {
         VllmEncoderMetadata metadata,
         PrepareVllmEncoderMetadata(c.call.profile, MakeTensor(cu), options, m.device, c.mode));
     call.cu_seqlens = LiteralOfValue(metadata.cu_seqlens);
-    SetKwarg(&call, "max_seqlen", LiteralOfValue(metadata.max_seqlen));
-    SetKwarg(&call, "sequence_lengths", LiteralOfValue(metadata.sequence_lengths));
+    SetKwargUnlessNone(&call, "max_seqlen", LiteralOfValue(metadata.max_seqlen));
+    SetKwargUnlessNone(&call, "sequence_lengths", LiteralOfValue(metadata.sequence_lengths));
     call.vllm_metadata.reset();
   }
   if (call.merged_heads) {
@@ -111,7 +111,7 @@ void FromTransformers(CounterpartCall* out) {
   if (call.entry != Entry::kDirect) return;
   if (std::optional<ArgLiteral> cu = TakeKwarg(&call, "cu_seq_lens_q")) call.cu_seqlens = *cu;
   if (std::optional<ArgLiteral> max = TakeKwarg(&call, "max_length_q")) {
-    SetKwarg(&call, "max_seqlen", *max);
+    SetKwargUnlessNone(&call, "max_seqlen", *max);
   }
   std::vector<std::string> dropped;
   for (const char* key :

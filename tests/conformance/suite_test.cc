@@ -65,13 +65,15 @@ TEST(SuiteTest, AFailureShrinksToACaseThatReplaysTheSameFailure) {
   ASSERT_FALSE(result.passed);
   ASSERT_TRUE(result.shrunk.has_value());
   EXPECT_THAT(result.why, HasSubstr("elements not NaN/Inf"));
-  // Shrunk toward few, short non-empty sequences and few heads (a batch
-  // drawn at a bucket size keeps its zero-length sequences).
+  // Shrunk toward few, short non-empty sequences and few heads, a tower's
+  // heads gone (a batch drawn at a bucket size keeps its zero-length
+  // sequences; where the non-finite values fall depends on the shape, so
+  // shrinking may stop at a few heads where fewer would hold none).
   const Geometry& g = result.shrunk->geometry;
   EXPECT_LE(std::count_if(g.seq_lens.begin(), g.seq_lens.end(), [](int64_t n) { return n > 0; }), 2)
       << WriteCase(*result.shrunk);
   EXPECT_LE(g.total_tokens(), 64) << WriteCase(*result.shrunk);
-  EXPECT_LE(g.num_heads, 2) << WriteCase(*result.shrunk);
+  EXPECT_LE(g.num_heads, 8) << WriteCase(*result.shrunk);
 
   // Through the file format, as `varlen repro` reads it.
   absl::StatusOr<Case> replayed = ParseCase(WriteCase(*result.shrunk), "shrunk.json");
@@ -127,7 +129,20 @@ TEST(SuiteTest, AFaultInAPropertysLaterLaunchIsReportedAsThatFault) {
 TEST(SuiteTest, TheStatisticalCheckSeesABiasInsideTheElementwiseBound) {
   const std::vector<Mutant> mutants = FlashMutants();
   const Backend& truncating = MutantNamed(mutants, "flash_rounds_output_toward_zero");
-  EXPECT_TRUE(RunProperty("Numerics", truncating, Smoke("Numerics")).passed)
+  // On a pack of many values the elementwise bound (twice the emulation's
+  // largest error) holds a one-ulp truncation; on a few values it may not,
+  // where the emulation happens to round close to the reference.
+  absl::StatusOr<Case> pack = ParseCase(R"({
+    "name": "many-values", "source": "suite_test", "mode": "hardened",
+    "geometry": {"seq_lens": [96, 33], "num_heads": 4, "num_kv_heads": 4,
+                 "head_dim": 64, "dtype": "bfloat16"},
+    "data": {"seed": 7, "distribution": "normal"},
+    "call": {"profile": "fa3",
+             "cu_seqlens": {"tensor": [0, 96, 129], "dtype": "int32", "device": "cuda"}}
+  })",
+                                        "many-values.json");
+  ASSERT_TRUE(pack.ok()) << pack.status();
+  EXPECT_EQ(RunCase(*pack, truncating).verdict, Verdict::kPass)
       << "rounding toward zero stays inside the elementwise bound";
   const PropertyRunResult result =
       RunProperty("SystematicError", truncating, Smoke("SystematicError"));
@@ -245,6 +260,40 @@ TEST(SuiteTest, LongLengthsReachTheEdgesThatChangeKernelPaths) {
   }
   EXPECT_GT(cases_past_4096, 400) << "lengths past the first flashinfer_cudnn bucket";
   EXPECT_TRUE(seen.count(0)) << "empty sequences beside a long one";
+}
+
+// Every tier's cases span the heads and head dims real vision towers use,
+// in the shares docs/conformance.md states (this test prints them).
+TEST(SuiteTest, GeometriesSpanWhatVisionTowersUse) {
+  const BackendCapabilities caps = FindBackend("cpu_flash")->capabilities();
+  for (const Tier tier : {Tier::kSmoke, Tier::kFull, Tier::kNightly}) {
+    const rc::Gen<Case> gen = GenForwardCase(caps, BudgetFor("Numerics", tier).limits);
+    constexpr int kCases = 4000;
+    std::map<std::string, int> count;
+    std::set<int64_t> heads;
+    for (int i = 0; i < kCases; ++i) {
+      const Geometry g = rc::gen::resize(100, gen)(rc::Random(i), 100).value().geometry;
+      heads.insert(g.num_heads);
+      count["heads > 16"] += g.num_heads > 16;
+      count["heads 25"] += g.num_heads == 25;
+      count["heads >= 32"] += g.num_heads >= 32;
+      count["odd heads > 1"] += g.num_heads > 1 && g.num_heads % 2 == 1;
+      count["head dim 64..128"] += g.head_dim >= 64 && g.head_dim <= 128;
+      count["head dim 72 or 80"] += g.head_dim == 72 || g.head_dim == 80;
+      count["heads > 16 with >= 16 tokens"] += g.num_heads > 16 && g.total_tokens() >= 16;
+    }
+    std::string shares = absl::StrCat(TierName(tier), ":");
+    for (const auto& [what, n] : count) {
+      absl::StrAppend(&shares, " ", what, " ", 100.0 * n / kCases, " %;");
+    }
+    std::cout << shares << "\n";
+    EXPECT_GT(count["heads > 16"], kCases / 20) << shares;
+    EXPECT_GT(count["heads 25"], kCases / 100) << shares;
+    EXPECT_GT(count["odd heads > 1"], kCases / 20) << shares;
+    EXPECT_GT(count["head dim 72 or 80"], kCases / 20) << shares;
+    EXPECT_GT(count["heads > 16 with >= 16 tokens"], count["heads > 16"] / 2) << shares;
+    EXPECT_TRUE(heads.count(48)) << shares;
+  }
 }
 
 // The mutants whose bug only shows past a length die on the long cases.

@@ -106,6 +106,8 @@ rc::Gen<Case> GenLongForwardCase(const BackendCapabilities& caps, const LongLimi
 // the longest sequences. Deterministic, so a shrunk case stays under the
 // budget.
 void FitBudget(Geometry* g, int64_t max_macs, int64_t min_head_dim = 16);
+// The same by halving the longest sequences alone: heads and head dims stay.
+void FitBudgetByLengths(Geometry* g, int64_t max_macs);
 
 // How RapidCheck prints counterexamples.
 void showValue(const Geometry& g, std::ostream& os);

@@ -9,6 +9,7 @@
 #define VARLEN_CASES_CORRECT_CALL_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "varlen/cases/case.h"
@@ -35,6 +36,10 @@ QLayout FusedQkvLayout(Profile profile);
 // scale other than the default as a direct caller passes it) and expects
 // success.
 void SetCorrectCall(Case* c, Profile profile, bool prepared = false, Entry entry = Entry::kDirect);
+
+// Sets keyword `key` of `call` to `value`, after the other keywords (an
+// explicit None stays: passing None is an argument).
+void SetKwarg(CallSpec* call, const std::string& key, ArgLiteral value);
 
 }  // namespace varlen
 
