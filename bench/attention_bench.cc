@@ -8,6 +8,10 @@
 #include <cstdint>
 #include <string>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "benchmark/benchmark.h"
 #include "reference_attention.h"
 #include "varlen/backend/bind.h"
@@ -64,14 +68,19 @@ void BM_Backend(benchmark::State& state, const std::string& backend_name) {
 }
 
 // The judge's float64 oracle: the naive definition and the blocked one, on
-// one thread (range 1) or every core (0).
-void BM_Oracle(benchmark::State& state, bool blocked) {
+// one thread (range 1) or every core (0); the blocked one on each
+// instruction set (kBest: the widest the CPU runs).
+void BM_Oracle(benchmark::State& state, bool blocked, OracleIsa isa) {
   const int64_t patches = state.range(0);
+  if (!OracleIsaRuns(isa)) {
+    state.SkipWithError("this CPU does not run that instruction set");
+    return;
+  }
   const Problem problem = MakeProblem(patches, DType::kFloat64);
   for (auto _ : state) {
     if (blocked) {
       FastReferenceAttention(problem.call.params(), ReferencePrecision::kFloat64,
-                             static_cast<int>(state.range(1)));
+                             static_cast<int>(state.range(1)), nullptr, isa);
     } else {
       ReferenceAttention(problem.call.params(), ReferencePrecision::kFloat64);
     }
@@ -91,12 +100,12 @@ BENCHMARK_CAPTURE(BM_Backend, cpu_flash, std::string("cpu_flash"))
     ->Arg(4096)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
-BENCHMARK_CAPTURE(BM_Oracle, naive, false)
+BENCHMARK_CAPTURE(BM_Oracle, naive, false, OracleIsa::kBest)
     ->Args({256, 1})
     ->Args({1024, 1})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
-BENCHMARK_CAPTURE(BM_Oracle, blocked, true)
+BENCHMARK_CAPTURE(BM_Oracle, blocked, true, OracleIsa::kBest)
     ->Args({256, 1})
     ->Args({1024, 1})
     ->Args({4096, 1})
@@ -104,6 +113,68 @@ BENCHMARK_CAPTURE(BM_Oracle, blocked, true)
     ->Args({4096, 0})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Oracle, blocked_baseline, true, OracleIsa::kBaseline)
+    ->Args({256, 1})
+    ->Args({1024, 1})
+    ->Args({4096, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Oracle, blocked_avx2, true, OracleIsa::kAvx2)
+    ->Args({256, 1})
+    ->Args({1024, 1})
+    ->Args({4096, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Oracle, blocked_avx512, true, OracleIsa::kAvx512)
+    ->Args({256, 1})
+    ->Args({1024, 1})
+    ->Args({4096, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+#if defined(__x86_64__)
+// The float64 multiply-add limit of one core, the yardstick of the oracle's
+// GMAC/s: 12 independent chains of vector FMAs (more than latency x FMA
+// ports on current cores) and nothing else, 2^20 steps per iteration; one
+// lane's FMA counts as one multiply-add.
+constexpr int kFmaChains = 12;
+constexpr int64_t kFmaSteps = 1 << 20;
+
+void SetFmaCounter(benchmark::State& state, int lanes) {
+  state.counters["GMAC/s"] = benchmark::Counter(1e-9 * kFmaSteps * kFmaChains * lanes,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+}
+
+[[gnu::target("avx2,fma")]] void BM_Float64FmaLimit_avx2(benchmark::State& state) {
+  if (!OracleIsaRuns(OracleIsa::kAvx2)) return state.SkipWithError("no AVX2 with FMA");
+  __m256d acc[kFmaChains];
+  for (__m256d& x : acc) x = _mm256_set1_pd(1.0);
+  const __m256d m = _mm256_set1_pd(0.999999), a = _mm256_set1_pd(1e-9);
+  for (auto _ : state) {
+    for (int64_t s = 0; s < kFmaSteps; ++s) {
+      for (__m256d& x : acc) x = _mm256_fmadd_pd(x, m, a);
+    }
+    for (__m256d& x : acc) benchmark::DoNotOptimize(x);
+  }
+  SetFmaCounter(state, 4);
+}
+
+[[gnu::target("avx512f")]] void BM_Float64FmaLimit_avx512(benchmark::State& state) {
+  if (!OracleIsaRuns(OracleIsa::kAvx512)) return state.SkipWithError("no AVX-512");
+  __m512d acc[kFmaChains];
+  for (__m512d& x : acc) x = _mm512_set1_pd(1.0);
+  const __m512d m = _mm512_set1_pd(0.999999), a = _mm512_set1_pd(1e-9);
+  for (auto _ : state) {
+    for (int64_t s = 0; s < kFmaSteps; ++s) {
+      for (__m512d& x : acc) x = _mm512_fmadd_pd(x, m, a);
+    }
+    for (__m512d& x : acc) benchmark::DoNotOptimize(x);
+  }
+  SetFmaCounter(state, 8);
+}
+BENCHMARK(BM_Float64FmaLimit_avx2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Float64FmaLimit_avx512)->Unit(benchmark::kMillisecond)->UseRealTime();
+#endif
 
 }  // namespace
 }  // namespace varlen

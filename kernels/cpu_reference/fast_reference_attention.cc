@@ -1,8 +1,10 @@
 // The blocked oracle. Its loops are written for the vectorizer: the right
-// operand of both products (K^T, V) is packed into panels two vectors wide,
-// and a tile of up to 6 rows x one panel stays in vector registers (GCC and
-// clang vector types) over the whole depth. Compiled once for AVX2+FMA and
-// once for the baseline, chosen at run time.
+// operand of both products (K^T, V) is packed into panels of 64 bytes, and
+// a tile of up to 6 rows x two vectors stays in vector registers (GCC and
+// clang vector types) over the whole depth: one panel in two 32-byte
+// vectors, or two panels in two 64-byte ones. Compiled for AVX-512, for
+// AVX2+FMA and for the baseline, chosen at run time; every path sums in
+// the same order.
 
 #include <algorithm>
 #include <array>
@@ -24,7 +26,7 @@ namespace {
 // hide the latency of fused multiply-adds among AVX2's 16 registers.
 constexpr int kTileRows = 6;
 
-// Columns of a panel: two 32-byte vectors of T.
+// Columns of a panel: 64 bytes of T.
 template <typename T>
 constexpr int64_t kPanel = 64 / sizeof(T);
 
@@ -33,24 +35,26 @@ constexpr int64_t PaddedToPanels(int64_t n) {
   return (n + kPanel<T> - 1) / kPanel<T> * kPanel<T>;
 }
 
-// c[r][0..kPanel) = sum_i a[r][i] * panel[i][0..kPanel) for `Rows` rows of
-// `a` (row stride lda): one register tile over the whole depth.
-template <typename T, int Rows>
-[[gnu::always_inline]] inline void PanelTile(const T* a, int64_t lda, const T* panel, int64_t depth,
-                                             T* c, int64_t ldc) {
-  typedef T Vec __attribute__((vector_size(32)));
-  // An unaligned view of 32 bytes of T (loads straight into a register; a
+// c[r][0..2 * lanes) = sum_i a[r][i] * b[i][0..2 * lanes) for `Rows` rows
+// of `a` (row stride lda), where row i of b is the vector at b0 + i *
+// kPanel followed by the one at b1 + i * kPanel (of `Bytes` bytes each):
+// one register tile over the whole depth.
+template <typename T, int Rows, int Bytes>
+[[gnu::always_inline]] inline void PanelTile(const T* a, int64_t lda, const T* b0, const T* b1,
+                                             int64_t depth, T* c, int64_t ldc) {
+  typedef T Vec __attribute__((vector_size(Bytes)));
+  // An unaligned view of a vector of T (loads straight into a register; a
   // memcpy through the stack would stall on store forwarding).
-  typedef T UnalignedVec __attribute__((vector_size(32), aligned(alignof(T)), may_alias));
-  constexpr int64_t kLanes = 32 / sizeof(T);
+  typedef T UnalignedVec __attribute__((vector_size(Bytes), aligned(alignof(T)), may_alias));
+  constexpr int64_t kLanes = Bytes / sizeof(T);
   Vec acc[Rows][2] = {};
   for (int64_t i = 0; i < depth; ++i) {
-    const Vec b0 = *reinterpret_cast<const UnalignedVec*>(panel + i * kPanel<T>);
-    const Vec b1 = *reinterpret_cast<const UnalignedVec*>(panel + i * kPanel<T> + kLanes);
+    const Vec v0 = *reinterpret_cast<const UnalignedVec*>(b0 + i * kPanel<T>);
+    const Vec v1 = *reinterpret_cast<const UnalignedVec*>(b1 + i * kPanel<T>);
     for (int r = 0; r < Rows; ++r) {
       const T ar = a[r * lda + i];
-      acc[r][0] += ar * b0;
-      acc[r][1] += ar * b1;
+      acc[r][0] += ar * v0;
+      acc[r][1] += ar * v1;
     }
   }
   for (int r = 0; r < Rows; ++r) {
@@ -59,35 +63,52 @@ template <typename T, int Rows>
   }
 }
 
+// The tile over the columns [j0, j0 + 2 * lanes): half a panel as two
+// 16-byte vectors, one panel as two 32-byte halves, or two panels as two
+// 64-byte vectors.
+template <typename T, int Rows, int Bytes>
+[[gnu::always_inline]] inline void ColumnTile(const T* a, int64_t lda, const T* panels,
+                                              int64_t depth, int64_t j0, T* c, int64_t ldc) {
+  const T* first = panels + (j0 / kPanel<T>)*kPanel<T> * depth + j0 % kPanel<T>;
+  const T* second = Bytes < 64 ? first + Bytes / sizeof(T) : first + kPanel<T> * depth;
+  PanelTile<T, Rows, Bytes>(a, lda, first, second, depth, c + j0, ldc);
+}
+
+template <typename T, int Bytes>
+[[gnu::always_inline]] inline void ColumnTileOfRows(const T* a, int64_t lda, int rows,
+                                                    const T* panels, int64_t depth, int64_t j0,
+                                                    T* c, int64_t ldc) {
+  switch (rows) {
+    case 1:
+      return ColumnTile<T, 1, Bytes>(a, lda, panels, depth, j0, c, ldc);
+    case 2:
+      return ColumnTile<T, 2, Bytes>(a, lda, panels, depth, j0, c, ldc);
+    case 3:
+      return ColumnTile<T, 3, Bytes>(a, lda, panels, depth, j0, c, ldc);
+    case 4:
+      return ColumnTile<T, 4, Bytes>(a, lda, panels, depth, j0, c, ldc);
+    case 5:
+      return ColumnTile<T, 5, Bytes>(a, lda, panels, depth, j0, c, ldc);
+    default:
+      return ColumnTile<T, kTileRows, Bytes>(a, lda, panels, depth, j0, c, ldc);
+  }
+}
+
 // c[r][j] = sum_i a[r][i] * b[i][j] for up to kTileRows rows of `a`, where
 // b (depth x n) is packed as panels [n / kPanel][depth][kPanel] and n is a
-// multiple of kPanel: the one product both Q K^T and P V run on.
-template <typename T>
+// multiple of kPanel: the one product both Q K^T and P V run on. With
+// 64-byte vectors, two panels at a time and an odd last one in halves.
+// (The baseline takes SSE2's 16-byte vectors: wider generic vectors there
+// are put together through the stack.)
+template <typename T, int Bytes>
 [[gnu::always_inline]] inline void GemmPanels(const T* a, int64_t lda, int rows, const T* panels,
                                               int64_t depth, int64_t n, T* c, int64_t ldc) {
-  for (int64_t j0 = 0; j0 < n; j0 += kPanel<T>) {
-    const T* panel = panels + j0 * depth;
-    switch (rows) {
-      case 1:
-        PanelTile<T, 1>(a, lda, panel, depth, c + j0, ldc);
-        break;
-      case 2:
-        PanelTile<T, 2>(a, lda, panel, depth, c + j0, ldc);
-        break;
-      case 3:
-        PanelTile<T, 3>(a, lda, panel, depth, c + j0, ldc);
-        break;
-      case 4:
-        PanelTile<T, 4>(a, lda, panel, depth, c + j0, ldc);
-        break;
-      case 5:
-        PanelTile<T, 5>(a, lda, panel, depth, c + j0, ldc);
-        break;
-      default:
-        PanelTile<T, kTileRows>(a, lda, panel, depth, c + j0, ldc);
-        break;
-    }
+  constexpr int64_t kColumns = 2 * Bytes / sizeof(T);
+  int64_t j0 = 0;
+  for (; j0 + kColumns <= n; j0 += kColumns) {
+    ColumnTileOfRows<T, Bytes>(a, lda, rows, panels, depth, j0, c, ldc);
   }
+  if (j0 < n) ColumnTileOfRows<T, 32>(a, lda, rows, panels, depth, j0, c, ldc);
 }
 
 using GemmFn = void (*)(const void*, int64_t, int, const void*, int64_t, int64_t, void*, int64_t);
@@ -95,25 +116,52 @@ using GemmFn = void (*)(const void*, int64_t, int, const void*, int64_t, int64_t
 template <typename T>
 void GemmBaseline(const void* a, int64_t lda, int rows, const void* panels, int64_t depth,
                   int64_t n, void* c, int64_t ldc) {
-  GemmPanels(static_cast<const T*>(a), lda, rows, static_cast<const T*>(panels), depth, n,
-             static_cast<T*>(c), ldc);
+  GemmPanels<T, 16>(static_cast<const T*>(a), lda, rows, static_cast<const T*>(panels), depth, n,
+                    static_cast<T*>(c), ldc);
 }
 
 #if defined(__x86_64__)
 template <typename T>
 [[gnu::target("avx2,fma")]] void GemmAvx2(const void* a, int64_t lda, int rows, const void* panels,
                                           int64_t depth, int64_t n, void* c, int64_t ldc) {
-  GemmPanels(static_cast<const T*>(a), lda, rows, static_cast<const T*>(panels), depth, n,
-             static_cast<T*>(c), ldc);
+  GemmPanels<T, 32>(static_cast<const T*>(a), lda, rows, static_cast<const T*>(panels), depth, n,
+                    static_cast<T*>(c), ldc);
+}
+
+template <typename T>
+[[gnu::target("avx512f,avx512vl,avx2,fma")]] void GemmAvx512(const void* a, int64_t lda, int rows,
+                                                             const void* panels, int64_t depth,
+                                                             int64_t n, void* c, int64_t ldc) {
+  GemmPanels<T, 64>(static_cast<const T*>(a), lda, rows, static_cast<const T*>(panels), depth, n,
+                    static_cast<T*>(c), ldc);
 }
 #endif
 
-template <typename T>
-GemmFn PickGemm() {
+// kBest resolved to the fastest path this CPU runs: AVX-512 where its FMAs
+// are twice AVX2's (Intel's cores with 512-bit FMA units), otherwise AVX2.
+// (On AMD's Zen 4 both reach the same float64 FMA limit, and the 512-bit
+// tiles ran slower: docs/measurements.md.)
+OracleIsa Resolved(OracleIsa isa) {
+  if (isa != OracleIsa::kBest) return isa;
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return &GemmAvx2<T>;
+  if (OracleIsaRuns(OracleIsa::kAvx512) && __builtin_cpu_is("intel")) return OracleIsa::kAvx512;
 #endif
-  return &GemmBaseline<T>;
+  if (OracleIsaRuns(OracleIsa::kAvx2)) return OracleIsa::kAvx2;
+  return OracleIsa::kBaseline;
+}
+
+template <typename T>
+GemmFn PickGemm(OracleIsa isa) {
+  switch (Resolved(isa)) {
+#if defined(__x86_64__)
+    case OracleIsa::kAvx512:
+      return &GemmAvx512<T>;
+    case OracleIsa::kAvx2:
+      return &GemmAvx2<T>;
+#endif
+    default:
+      return &GemmBaseline<T>;
+  }
 }
 
 // exp(x - shift) of four doubles, where the result is a normal double:
@@ -170,24 +218,37 @@ template <typename Vec>
   for (; i < n; ++i) x[i] = std::exp(x[i] - shift);
 }
 
+typedef double Double2 __attribute__((vector_size(16)));
 typedef double Double4 __attribute__((vector_size(32)));
+typedef double Double8 __attribute__((vector_size(64)));
 using ExpFn = void (*)(double*, int64_t, double);
 
 void ShiftedExpBaseline(double* x, int64_t n, double shift) {
-  ShiftedExpLanes<Double4>(x, n, shift);
+  ShiftedExpLanes<Double2>(x, n, shift);
 }
 
 #if defined(__x86_64__)
 [[gnu::target("avx2,fma")]] void ShiftedExpAvx2(double* x, int64_t n, double shift) {
   ShiftedExpLanes<Double4>(x, n, shift);
 }
+
+[[gnu::target("avx512f,avx512vl,avx512dq,avx2,fma")]] void ShiftedExpAvx512(double* x, int64_t n,
+                                                                            double shift) {
+  ShiftedExpLanes<Double8>(x, n, shift);
+}
 #endif
 
-ExpFn PickShiftedExp() {
+ExpFn PickShiftedExp(OracleIsa isa) {
+  switch (Resolved(isa)) {
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return &ShiftedExpAvx2;
+    case OracleIsa::kAvx512:
+      return &ShiftedExpAvx512;
+    case OracleIsa::kAvx2:
+      return &ShiftedExpAvx2;
 #endif
-  return &ShiftedExpBaseline;
+    default:
+      return &ShiftedExpBaseline;
+  }
 }
 
 // Scales the row and returns its maximum, in four chains of comparisons
@@ -211,6 +272,21 @@ Acc ScaleAndMax(Acc* row, int64_t n, Acc scale) {
   }
   for (int l = 1; l < kChains; ++l) max[0] = std::max(max[0], max[l]);
   return max[0];
+}
+
+// The row's sum in four chains (one chain waits on each add), added as
+// (0 + 1) + (2 + 3) and then the tail: the float64 oracle's softmax
+// denominator.
+double RowSum(const double* row, int64_t n) {
+  constexpr int kChains = 4;
+  double sum[kChains] = {};
+  int64_t c = 0;
+  for (; c + kChains <= n; c += kChains) {
+    for (int l = 0; l < kChains; ++l) sum[l] += row[c + l];
+  }
+  double total = (sum[0] + sum[1]) + (sum[2] + sum[3]);
+  for (; c < n; ++c) total += row[c];
+  return total;
 }
 
 struct Item {
@@ -321,12 +397,19 @@ void AttendHead(const VarlenAttentionParams& p, const Item& item, bool round_pro
       } else {
         for (int64_t c = 0; c < keys; ++c) row[c] = std::exp(row[c] - max_score);
       }
-      Acc sum = 0;
-      for (int64_t c = 0; c < keys; ++c) {
-        sum += row[c];
-        if (round_probabilities) row[c] = static_cast<Acc>(RoundToDType(row[c], p.input_dtype));
+      if constexpr (std::is_same_v<Acc, double>) {
+        denominator[r] = RowSum(row, keys);
+      } else {
+        // The emulation sums in order, as a plain float32 kernel does.
+        Acc sum = 0;
+        for (int64_t c = 0; c < keys; ++c) sum += row[c];
+        denominator[r] = sum;
       }
-      denominator[r] = sum;
+      if (round_probabilities) {
+        for (int64_t c = 0; c < keys; ++c) {
+          row[c] = static_cast<Acc>(RoundToDType(row[c], p.input_dtype));
+        }
+      }
     }
     gemm(scores, keys_padded, block, v_panels, keys, dv_padded, out, dv_padded);
     if constexpr (std::is_same_v<Acc, double>) {
@@ -354,14 +437,14 @@ void AttendHead(const VarlenAttentionParams& p, const Item& item, bool round_pro
 
 template <typename In, typename Out, typename Acc>
 void AttendAll(const VarlenAttentionParams& p, bool round_probabilities, int threads,
-               double* logit_rounding) {
+               double* logit_rounding, OracleIsa isa) {
   std::vector<Item> items;
   for (int b = 0; b < p.batch; ++b) {
     if (SequenceAt(p, b).rows == 0) continue;
     for (int h = 0; h < p.num_heads_q; ++h) items.push_back({b, h});
   }
-  const GemmFn gemm = PickGemm<Acc>();
-  const ExpFn shifted_exp = PickShiftedExp();
+  const GemmFn gemm = PickGemm<Acc>(isa);
+  const ExpFn shifted_exp = PickShiftedExp(isa);
   std::atomic<size_t> next{0};
   std::mutex merge;
   auto worker = [&] {
@@ -386,22 +469,54 @@ void AttendAll(const VarlenAttentionParams& p, bool round_probabilities, int thr
 
 }  // namespace
 
-void ShiftedExp(double* x, int64_t n, double shift) {
-  static const ExpFn shifted_exp = PickShiftedExp();
-  shifted_exp(x, n, shift);
+bool OracleIsaRuns(OracleIsa isa) {
+  switch (isa) {
+    case OracleIsa::kBest:
+    case OracleIsa::kBaseline:
+      return true;
+#if defined(__x86_64__)
+    case OracleIsa::kAvx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case OracleIsa::kAvx512:
+      return OracleIsaRuns(OracleIsa::kAvx2) && __builtin_cpu_supports("avx512f") &&
+             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+#endif
+    default:
+      return false;
+  }
+}
+
+const char* OracleIsaName(OracleIsa isa) {
+  switch (Resolved(isa)) {
+    case OracleIsa::kAvx512:
+      return "avx512";
+    case OracleIsa::kAvx2:
+      return "avx2";
+    default:
+      return "baseline";
+  }
+}
+
+void ShiftedExp(double* x, int64_t n, double shift, OracleIsa isa) {
+  if (isa == OracleIsa::kBest) {
+    static const ExpFn best = PickShiftedExp(OracleIsa::kBest);
+    return best(x, n, shift);
+  }
+  PickShiftedExp(isa)(x, n, shift);
 }
 
 void FastReferenceAttention(const VarlenAttentionParams& params, ReferencePrecision precision,
-                            int threads, double* logit_rounding) {
+                            int threads, double* logit_rounding, OracleIsa isa) {
   const bool float64 =
       precision == ReferencePrecision::kFloat64 || params.input_dtype == DType::kFloat64;
   if (logit_rounding != nullptr) *logit_rounding = 0;
   VARLEN_DISPATCH_FLOAT_TYPES(params.input_dtype, In, [&] {
     VARLEN_DISPATCH_FLOAT_TYPES(params.output_dtype, Out, [&] {
       if (float64) {
-        AttendAll<In, Out, double>(params, /*round_probabilities=*/false, threads, logit_rounding);
+        AttendAll<In, Out, double>(params, /*round_probabilities=*/false, threads, logit_rounding,
+                                   isa);
       } else {
-        AttendAll<In, Out, float>(params, /*round_probabilities=*/true, threads, nullptr);
+        AttendAll<In, Out, float>(params, /*round_probabilities=*/true, threads, nullptr, isa);
       }
     });
   });

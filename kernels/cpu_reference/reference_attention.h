@@ -26,6 +26,16 @@ namespace varlen {
 
 enum class ReferencePrecision { kFloat64, kEmulated };
 
+// The instruction sets the blocked oracle is compiled for: AVX-512 (F, VL,
+// DQ), AVX2 with FMA, and the baseline (SSE2). kBest is the fastest this
+// CPU runs: AVX-512 on Intel's cores, otherwise AVX2 where present. The
+// FMA paths give the same bits (they sum in one order); tests force each
+// path the CPU runs.
+enum class OracleIsa { kBest, kBaseline, kAvx2, kAvx512 };
+bool OracleIsaRuns(OracleIsa isa);
+// "avx512", "avx2" or "baseline" (kBest: the path it stands for here).
+const char* OracleIsaName(OracleIsa isa);
+
 // The naive definition: one loop nest, element by element, on one core. It
 // is the test oracle of FastReferenceAttention.
 // REQUIRES: CheckKernelBounds(params).ok(), floating input and output dtypes.
@@ -34,11 +44,11 @@ void ReferenceAttention(const VarlenAttentionParams& params, ReferencePrecision 
 // The same arithmetic, blocked: each (sequence, head) is gathered into
 // contiguous buffers of the accumulation type, K^T and V packed in panels,
 // Q K^T and P V run as register tiles of up to 6 rows x 2 vectors, the
-// float64 exponentials four at a time (AVX2 and FMA when the CPU has them),
-// and the work items are spread over `threads` (<= 0: every hardware
-// thread). Agrees with ReferenceAttention up to the order of the sums and
-// the exponential's last bits (float64: ~1e-15 relative). The judge and
-// cpu_reference run this one.
+// float64 exponentials a vector at a time, on the instruction set `isa`
+// (REQUIRES: OracleIsaRuns(isa)), and the work items are spread over
+// `threads` (<= 0: every hardware thread). Agrees with ReferenceAttention up to the order of the
+// sums and the exponential's last bits (float64: ~1e-15 relative). The judge and cpu_reference run
+// this one.
 //
 // With `logit_rounding` (float64 precision), it also sets *logit_rounding to
 // the largest first-order effect on an output element of rounding every
@@ -48,13 +58,14 @@ void ReferenceAttention(const VarlenAttentionParams& params, ReferencePrecision 
 // is most of its error (docs/conformance.md, the tolerance model).
 // Non-finite elements do not count. Without float64 precision: 0.
 void FastReferenceAttention(const VarlenAttentionParams& params, ReferencePrecision precision,
-                            int threads = 0, double* logit_rounding = nullptr);
+                            int threads = 0, double* logit_rounding = nullptr,
+                            OracleIsa isa = OracleIsa::kBest);
 
 // x[i] = exp(x[i] - shift), in place: the float64 oracle's softmax
-// exponential. Four lanes at a time (Cody-Waite reduction, a degree-13
+// exponential. A vector at a time (Cody-Waite reduction, a degree-13
 // polynomial, 2^n from bits), within 2 ulp of std::exp; NaN, infinities and
 // results outside double's normal range are std::exp's own.
-void ShiftedExp(double* x, int64_t n, double shift);
+void ShiftedExp(double* x, int64_t n, double shift, OracleIsa isa = OracleIsa::kBest);
 
 // The same two arithmetics on a GPU (kernels/cuda/reference_forward.cu), for
 // cases over the CPU budget: one thread block per query row, float64 (or
