@@ -405,9 +405,10 @@ void AttendHead(const VarlenAttentionParams& p, const Item& item, bool round_pro
         for (int64_t c = 0; c < keys; ++c) sum += row[c];
         denominator[r] = sum;
       }
-      if (round_probabilities) {
-        for (int64_t c = 0; c < keys; ++c) {
-          row[c] = static_cast<Acc>(RoundToDType(row[c], p.input_dtype));
+      if constexpr (!std::is_same_v<Acc, double>) {
+        // The input dtype's rounding, inline (RoundToDType's bits).
+        if (round_probabilities) {
+          for (int64_t c = 0; c < keys; ++c) row[c] = kernels::RoundFloatTo<In>(row[c]);
         }
       }
     }
