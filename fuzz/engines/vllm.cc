@@ -65,10 +65,10 @@ void SettleVllmMetadata(CallSpec* call, bool explicit_keywords_win) {
   }
 }
 
-// A version, then vLLM's one entry, MMEncoderAttention.forward: q as models hand it
-// ([b, s, H, D], mostly one item of every patch, or the fused
-// projection's views), its three keywords in every form or made by the
-// encoder metadata builders, and now and then SGLang's metadata or
+// A version, then vLLM's one entry, MMEncoderAttention.forward: q as
+// models hand it ([b, s, H, D], mostly one item of every patch, or the
+// fused projection's views), its three keywords in every form or made by
+// the encoder metadata builders, and now and then SGLang's metadata or
 // keywords, which vLLM refuses before anything else.
 void DecodeVllmCall(DecodeContext& in, Profile profile, Case* c) {
   const std::vector<EngineVersion> versions = EngineVersion::Modelled(Engine::kVllm);
