@@ -79,6 +79,32 @@ template <>
 inline float RoundFloatTo<float>(float x) {
   return x;
 }
+// float16: the same bits as the conversion through double, from float's
+// own bits (this runs once per probability in cpu_flash and the emulation).
+template <>
+inline float RoundFloatTo<Float16>(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, sizeof bits);
+  const uint32_t sign = bits & 0x80000000u;
+  uint32_t magnitude = bits ^ sign;
+  if (magnitude >= 0x7f800000u) return x;  // infinities and NaN stay
+  if (magnitude >= 0x477ff000u) {          // from 65520 on: infinity (65520 ties to it)
+    magnitude = 0x7f800000u;
+  } else if (magnitude < 0x38800000u) {
+    // Below 2^-14, float16's step is 2^-24: adding 0.5 leaves exactly that
+    // step in float's significand, so the sum rounds to it (nearest even).
+    float small;
+    std::memcpy(&small, &magnitude, sizeof small);
+    small = (small + 0.5f) - 0.5f;
+    std::memcpy(&magnitude, &small, sizeof magnitude);
+  } else {  // normal: 23 fraction bits to 10, nearest even
+    magnitude += 0xfffu + ((magnitude >> 13) & 1u);
+    magnitude &= 0xffffe000u;
+  }
+  bits = magnitude | sign;
+  std::memcpy(&x, &bits, sizeof x);
+  return x;
+}
 template <>
 inline float RoundFloatTo<BFloat16>(float x) {
   uint32_t bits;

@@ -95,6 +95,47 @@ TEST(FlashAttentionTest, RowsWithoutKeysAreZero) {
   for (int64_t i = 0; i < call.output().numel(); ++i) EXPECT_EQ(call.output().DoubleAt(i), 0.0);
 }
 
+// float16's rounding from float bits against the harness's (through
+// double), on every float whose low 13 fraction bits sit at or beside a
+// rounding point (all exponents, all 10 kept fraction bits, both signs),
+// every float below 2^-14 whose exponent is at most 2^-24's neighbours,
+// and 2^24 floats drawn at random.
+TEST(FlashAttentionTest, Float16RoundingIsTheHarnesss) {
+  const auto check = [](uint32_t bits) {
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    const float expected = static_cast<float>(RoundToDType(f, DType::kFloat16));
+    const float actual = kernels::RoundFloatTo<kernels::Float16>(f);
+    if (std::isnan(expected)) return std::isnan(actual);
+    uint32_t a, e;
+    std::memcpy(&a, &actual, sizeof a);
+    std::memcpy(&e, &expected, sizeof e);
+    return a == e;
+  };
+  int64_t mismatches = 0;
+  uint32_t first_mismatch = 0;
+  const auto note = [&](uint32_t bits) {
+    if (check(bits)) return;
+    if (mismatches++ == 0) first_mismatch = bits;
+  };
+  for (uint32_t sign : {0u, 0x80000000u}) {
+    for (uint32_t exponent = 0; exponent < 256; ++exponent) {
+      for (uint32_t kept = 0; kept < 1024; ++kept) {
+        for (uint32_t low : {0x0u, 0x1u, 0xfffu, 0x1000u, 0x1001u, 0x1fffu}) {
+          note(sign | exponent << 23 | kept << 13 | low);
+        }
+      }
+    }
+    for (uint32_t bits = 0x33000000u; bits < 0x34000000u; ++bits) note(sign | bits);
+  }
+  uint64_t state = 0x9e3779b97f4a7c15u;
+  for (int i = 0; i < (1 << 24); ++i) {
+    state = state * 6364136223846793005u + 1442695040888963407u;
+    note(static_cast<uint32_t>(state >> 32));
+  }
+  EXPECT_EQ(mismatches, 0) << "first at bits 0x" << std::hex << first_mismatch;
+}
+
 TEST(FlashAttentionTest, BFloat16RoundingIsTheHarnesss) {
   std::vector<float> values = {0.0f,        -0.0f,    1.0f,       1.00390625f, 1.0078125f,
                                1.01171875f, 3.14159f, 1e-30f,     -2.5e-39f,   65504.0f,
