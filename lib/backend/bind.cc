@@ -519,13 +519,13 @@ absl::StatusOr<int64_t> CheckSglangFa3Entry(const ResolvedArgs& call, const Flas
   return *max;
 }
 
-// amx_attn and xpu_attn: their kernels' entry checks are not read from a
-// source here. The launch is predicted only for the
-// arguments their engine's own path hands them: a 1-d int32 cu_seqlens,
-// contiguous, on q's device; an int max_seqlen (mha_fwd-style C int);
-// fp16 or bf16 q, k and v of one dtype, [T, H, D] each, with one head size,
-// a multiple of 8 up to 256, and key/value heads dividing the query heads.
-// Anything else is not modelled. Returns max_seqlen.
+// xpu_attn: its kernel's entry checks are not read from a source here. The
+// launch is predicted only for the arguments its engine's own path hands
+// it: a 1-d int32 cu_seqlens, contiguous, on q's device; an int max_seqlen
+// (mha_fwd-style C int); fp16 or bf16 q, k and v of one dtype, [T, H, D]
+// each, with one head size, a multiple of 8 up to 256, and key/value heads
+// dividing the query heads. Anything else is not modelled. Returns
+// max_seqlen.
 absl::StatusOr<int64_t> CheckUnreadFlashEntry(const ResolvedArgs& call,
                                               const FlashVarlenArgs& args) {
   const Value& cu_seqlens = args.cu_seqlens;
@@ -582,6 +582,96 @@ absl::StatusOr<int64_t> CheckUnreadFlashEntry(const ResolvedArgs& call,
                                      ShapeToString(call.v.shape())));
   }
   return max;
+}
+
+// amx_attn: sgl-kernel's CPU op flash_attn_varlen_func (csrc/cpu/
+// flash_attn.cpp, the same entry at sgl-project/sglang 05837a8 and 6aa7668;
+// the messages are those its common.h macros make). SGLang's path hands it int32
+// cu_seqlens on q's device and an int max from .max().item(), and no scale
+// (the kernel uses 1/sqrt(head_size)). The op is registered for the CPU
+// only: a device tensor meets torch's dispatcher, whose message (the list
+// of registered backends) is not modelled; nor is the op's schema (a
+// non-int max). Returns the offsets the kernel reads.
+absl::StatusOr<Tensor> CheckAmxEntry(const ResolvedArgs& call, const FlashVarlenArgs& args) {
+  auto not_modelled = [](absl::string_view what) {
+    return absl::UnimplementedError(
+        absl::StrCat("sgl_kernel's CPU flash_attn_varlen_func given ", what, ": not modelled"));
+  };
+  if (!args.cu_seqlens.is_tensor() || args.max_seqlen.kind() != Value::Kind::kInt) {
+    return not_modelled(absl::StrCat("cu_seqlens_q=", args.cu_seqlens.Repr(),
+                                     ", max_seqlen_q=", args.max_seqlen.Repr()));
+  }
+  const Tensor& cu = args.cu_seqlens.as_tensor();
+  for (const Tensor* t : {&call.q, &call.k, &call.v, &cu}) {
+    if (t->device() != Device::kCpu) {
+      return not_modelled(absl::StrCat("a tensor on ", DeviceName(t->device()),
+                                       " (torch's dispatcher finds no kernel for it)"));
+    }
+  }
+  // CHECK_LAST_DIM_CONTIGUOUS_INPUT(q), (k), (v): the macro's text has no
+  // space after the name.
+  for (const auto& [name, t] : {std::pair{"q", &call.q}, {"k", &call.k}, {"v", &call.v}}) {
+    if (t->dim() == 0 || t->strides().back() != 1) {
+      return RuntimeError(absl::StrCat(name, "must be contiguous at last dimension"));
+    }
+  }
+  for (const auto& [name, t] : {std::pair{"q", &call.q}, {"k", &call.k}, {"v", &call.v}}) {
+    if (t->dim() != 3) return RuntimeError(absl::StrCat(name, " must be a 3D tensor"));
+  }
+  // CHECK_INPUT(cu_seqlens_q), (cu_seqlens_k): one tensor here.
+  if (!cu.is_contiguous()) return RuntimeError("cu_seqlens_q must be contiguous");
+  if (cu.dtype() != DType::kInt32) {
+    return RuntimeError(absl::StrCat("CHECK_EQ(cu_seqlens_q.scalar_type(), at::kInt) failed. ",
+                                     TorchScalarTypeName(cu.dtype()), " vs Int"));
+  }
+  // num_seqs = cu_seqlens_q.size(0) - 1; the kernel reads the offsets
+  // through data_ptr, i.e. the first size(0) elements of the contiguous
+  // storage, whatever the tensor's other dimensions.
+  if (cu.dim() == 0 || cu.size(0) < 2) {
+    return not_modelled(absl::StrCat("a cu_seqlens of shape ", ShapeToString(cu.shape()),
+                                     " (no sequences: the output stays as torch.empty left it)"));
+  }
+  // The sizes: k's head size, v's heads and cu_seqlens_k's length hold for
+  // the one geometry a case has; then the head sizes, even for the 512-bit
+  // transposes ("D and DV need to be even").
+  if (call.k.size(2) != call.q.size(2) || call.v.size(1) != call.k.size(1)) {
+    return not_modelled("k and v of another head size or head count than q's");
+  }
+  if (call.q.size(2) % 2 != 0) {
+    return CapabilityLimit(absl::StrCat("invalid head_size ", call.q.size(2)));
+  }
+  if (call.v.size(2) % 2 != 0) {
+    return CapabilityLimit(absl::StrCat("invalid head_size_v ", call.v.size(2)));
+  }
+  // AT_DISPATCH_REDUCED_FLOATING_TYPES(q.scalar_type(), "flash_attn_varlen_func").
+  const DType dtype = call.q.dtype();
+  if (dtype != DType::kFloat16 && dtype != DType::kBFloat16) {
+    return CapabilityLimit(absl::StrCat("\"flash_attn_varlen_func\" not implemented for '",
+                                        TorchScalarTypeName(dtype), "'"),
+                           PyErrorKind::kNotImplementedError);
+  }
+  if (call.k.dtype() != dtype || call.v.dtype() != dtype) {
+    return not_modelled("k or v of another dtype than q's");
+  }
+  if (call.k.size(1) == 0 || call.q.size(1) % call.k.size(1) != 0) {
+    return not_modelled("key/value heads that do not divide the query heads");
+  }
+  // The kernel checks every length against the max (TORCH_CHECK without a
+  // message); a negative length takes build-dependent paths.
+  const int64_t max = args.max_seqlen.as_int();
+  for (int64_t b = 0; b + 1 < cu.size(0); ++b) {
+    const int64_t length = cu.IntAtLogical(b + 1) - cu.IntAtLogical(b);
+    if (length < 0) return not_modelled(absl::StrCat("a negative length ", length));
+    if (length > max) {
+      return RuntimeError(
+          "Expected seqlen_q <= max_seqlen_q && seqlen_k <= max_seqlen_k to be true, but got "
+          "false.  (Could this error message be improved?  If so, please report an enhancement "
+          "request to PyTorch.)");
+    }
+  }
+  std::vector<int64_t> offsets(cu.size(0));
+  for (int64_t b = 0; b < cu.size(0); ++b) offsets[b] = cu.IntAtLogical(b);
+  return Tensor::FromInts(offsets, DType::kInt32, Device::kCpu);
 }
 
 // aiter's two ops as aiter/jit/utils/torch_guard.py registers them (the
@@ -986,6 +1076,11 @@ absl::StatusOr<KernelCall> BindFlashVarlen(const ResolvedArgs& call, const Flash
               .Finish("aiter: max_seqlen_k <= 0, the output is zero-filled");
         }
         return LaunchFlashVarlen(call, args, args.cu_seqlens.as_tensor(), max_seqlen);
+      }
+      case SglangEntry::kAmx: {
+        VARLEN_ASSIGN_OR_RETURN(const Tensor offsets, CheckAmxEntry(call, args));
+        // Each length is at most the max (checked): no row is left out.
+        return LaunchFlashVarlen(call, args, offsets, std::nullopt);
       }
       case SglangEntry::kUnread: {
         VARLEN_ASSIGN_OR_RETURN(const int64_t max_seqlen, CheckUnreadFlashEntry(call, args));

@@ -389,10 +389,11 @@ absl::StatusOr<VllmMetadataSpec> ReadVllmMetadata(const json& j, const std::stri
 
 absl::StatusOr<CallSpec> ReadCall(const json& j, const std::string& path, Engine engine) {
   VARLEN_ASSIGN_OR_RETURN(
-      ObjectReader r, ObjectReader::Open(j, path,
-                                         {"profile", "entry", "graph_mode", "layout",
-                                          "merged_heads", "rotary", "bsz", "seq_len", "cu_seqlens",
-                                          "forward_metadata", "vllm_metadata", "kwargs", "sdpa"}));
+      ObjectReader r,
+      ObjectReader::Open(
+          j, path,
+          {"profile", "entry", "graph_mode", "layout", "merged_heads", "rotary", "qkv_device",
+           "bsz", "seq_len", "cu_seqlens", "forward_metadata", "vllm_metadata", "kwargs", "sdpa"}));
   CallSpec c;
   {
     VARLEN_ASSIGN_OR_RETURN(const json* profile, r.Required("profile"));
@@ -409,6 +410,10 @@ absl::StatusOr<CallSpec> ReadCall(const json& j, const std::string& path, Engine
   }
   if (const json* rotary = r.Optional("rotary")) {
     VARLEN_ASSIGN_OR_RETURN(c.rotary, ReadBool(*rotary, r.Path("rotary")));
+  }
+  if (const json* device = r.Optional("qkv_device"); device != nullptr && !device->is_null()) {
+    VARLEN_ASSIGN_OR_RETURN(std::string name, ReadString(*device, r.Path("qkv_device")));
+    VARLEN_ASSIGN_OR_RETURN(c.qkv_device, WithPath(ParseDevice(name), r.Path("qkv_device")));
   }
   if (const json* bsz = r.Optional("bsz")) {
     VARLEN_ASSIGN_OR_RETURN(c.bsz, ReadInt(*bsz, r.Path("bsz")));
@@ -515,7 +520,8 @@ absl::StatusOr<Expectation> ReadExpectation(const json& j, const std::string& pa
 absl::StatusOr<Case> ReadCase(const json& j) {
   std::vector<absl::string_view> keys = {"name", "source", "description", "engine"};
   for (Engine engine : AllEngines()) keys.push_back(EngineName(engine));  // its version
-  for (absl::string_view key : {"mode", "geometry", "data", "call", "warmup", "expect"}) {
+  for (absl::string_view key :
+       {"platform", "mode", "geometry", "data", "call", "warmup", "expect"}) {
     keys.push_back(key);
   }
   VARLEN_ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Open(j, "$", keys));
@@ -541,6 +547,10 @@ absl::StatusOr<Case> ReadCase(const json& j) {
     }
     VARLEN_ASSIGN_OR_RETURN(std::string spelled, ReadString(*version, path));
     VARLEN_ASSIGN_OR_RETURN(c.version, WithPath(EngineVersion::Parse(engine, spelled), path));
+  }
+  if (const json* platform = r.Optional("platform"); platform != nullptr && !platform->is_null()) {
+    VARLEN_ASSIGN_OR_RETURN(std::string spelled, ReadString(*platform, r.Path("platform")));
+    VARLEN_ASSIGN_OR_RETURN(c.platform, WithPath(ParsePlatform(spelled), r.Path("platform")));
   }
   VARLEN_RETURN_IF_ERROR(ReadEnum(r, "mode", true, &ParseMode, &c.mode));
   VARLEN_ASSIGN_OR_RETURN(const json* geometry, r.Required("geometry"));
@@ -844,6 +854,7 @@ json CaseToJson(const Case& c) {
   }
   if (c.call.merged_heads) call["merged_heads"] = true;
   if (c.call.rotary) call["rotary"] = true;
+  if (c.call.qkv_device.has_value()) call["qkv_device"] = DeviceName(*c.call.qkv_device);
   if (c.call.bsz.has_value()) call["bsz"] = *c.call.bsz;
   if (c.call.seq_len.has_value()) call["seq_len"] = *c.call.seq_len;
   json kwargs = json::object();
@@ -860,6 +871,7 @@ json CaseToJson(const Case& c) {
   json j = {{"name", c.name}, {"source", c.source}, {"description", c.description}};
   if (c.engine() != Engine::kSglang) j["engine"] = EngineName(c.engine());
   if (c.version.has_value()) j[std::string(EngineName(c.version->engine()))] = c.version->name();
+  if (c.platform.has_value()) j["platform"] = PlatformName(*c.platform);
   j["mode"] = ModeName(c.mode);
   j["geometry"] = geometry;
   j["data"] = {{"seed", c.data.seed}, {"distribution", DistributionName(c.data.distribution)}};

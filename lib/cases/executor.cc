@@ -149,6 +149,7 @@ AttentionCall MaterializeCall(const Case& c, const QkvTensors& qkv) {
   call.rotary = c.call.rotary;
   call.sdpa = c.call.sdpa;
   call.version = c.engine_version();
+  call.platform = c.platform;
   call.vllm_layer = {.num_heads = c.geometry.num_heads,
                      .head_size = c.geometry.head_dim,
                      .num_kv_heads = c.geometry.num_kv_heads,

@@ -110,7 +110,7 @@ Shape QkvShape(const Case& c, int64_t heads, int64_t dim) {
 }
 
 Tensor Fill(const Case& c, SynthStream stream, Shape shape) {
-  Tensor t = Tensor::Zeros(c.geometry.dtype, Device::kCuda, std::move(shape));
+  Tensor t = Tensor::Zeros(c.geometry.dtype, c.QkvDevice(), std::move(shape));
   Prng prng(c.data.seed * 0x100000001b3ULL + static_cast<uint64_t>(stream));
   const int64_t numel = t.numel();
   const int64_t row_size =
@@ -221,10 +221,11 @@ QkvTensors HeadsApart(const Case& c, const QkvTensors& qkv) {
 
 QkvTensors ShapeOnlyQkv(const Case& c) {
   const Geometry& g = c.geometry;
-  return InLayout(
-      c, {Tensor::ShapeOnly(g.dtype, Device::kCuda, QkvShape(c, g.num_heads, g.head_dim)),
-          Tensor::ShapeOnly(g.dtype, Device::kCuda, QkvShape(c, g.num_kv_heads, g.head_dim)),
-          Tensor::ShapeOnly(g.dtype, Device::kCuda, QkvShape(c, g.num_kv_heads, g.head_dim_v))});
+  const Device device = c.QkvDevice();
+  return InLayout(c,
+                  {Tensor::ShapeOnly(g.dtype, device, QkvShape(c, g.num_heads, g.head_dim)),
+                   Tensor::ShapeOnly(g.dtype, device, QkvShape(c, g.num_kv_heads, g.head_dim)),
+                   Tensor::ShapeOnly(g.dtype, device, QkvShape(c, g.num_kv_heads, g.head_dim_v))});
 }
 
 }  // namespace varlen

@@ -3,8 +3,10 @@
 #include <array>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "varlen/contract/call.h"
 
 namespace varlen {
 
@@ -27,6 +29,11 @@ const EngineModel& ModelOf(Engine engine) {
 }
 
 absl::string_view EngineName(Engine engine) { return ModelOf(engine).name; }
+
+Device NativeQkvDevice(Profile profile) {
+  return absl::c_linear_search(ModelOf(EngineOf(profile)).host_profiles, profile) ? Device::kCpu
+                                                                                  : Device::kCuda;
+}
 
 absl::StatusOr<Engine> ParseEngine(absl::string_view name) {
   std::vector<absl::string_view> names;

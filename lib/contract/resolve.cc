@@ -31,8 +31,19 @@ absl::StatusOr<FunctionCalls> FunctionCallsOf(const AttentionCall& call, Profile
 Resolution Resolve(const AttentionCall& call, Profile profile, Mode mode) {
   Resolution resolution;
   ScopedDeviceLedger ledger;
-  absl::StatusOr<ResolvedArgs> args =
-      ModelOf(EngineOf(profile)).resolve(call, profile, mode, &resolution);
+  const EngineModel& model = ModelOf(EngineOf(profile));
+  if (call.platform.has_value()) {
+    resolution.status = model.check_platform != nullptr
+                            ? model.check_platform(call, profile, mode)
+                            : absl::UnimplementedError(
+                                  absl::StrCat("platform ", PlatformName(*call.platform), ": ",
+                                               model.title, "'s platform rules are not modelled"));
+    if (!resolution.status.ok()) {
+      resolution.events = ledger.events();
+      return resolution;
+    }
+  }
+  absl::StatusOr<ResolvedArgs> args = model.resolve(call, profile, mode, &resolution);
   resolution.status = args.status();
   if (args.ok()) {
     args->profile = profile;

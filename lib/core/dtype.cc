@@ -40,6 +40,28 @@ constexpr double Pow2(int k) {
 
 absl::string_view DTypeName(DType dtype) { return Info(dtype).name; }
 
+absl::string_view TorchScalarTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kFloat32:
+      return "Float";
+    case DType::kFloat16:
+      return "Half";
+    case DType::kBFloat16:
+      return "BFloat16";
+    case DType::kFloat64:
+      return "Double";
+    case DType::kInt32:
+      return "Int";
+    case DType::kInt64:
+      return "Long";
+    case DType::kBool:
+      return "Bool";
+    case DType::kInt16:
+      return "Short";
+  }
+  return "?";
+}
+
 absl::StatusOr<DType> ParseDType(absl::string_view name) {
   for (const DTypeInfo& info : kDTypes) {
     if (info.name == name) return info.dtype;

@@ -54,3 +54,42 @@ def test_flash_entry_checks_in_order():
     args[0] = args[1] = args[2] = q.float()
     with pytest.raises(RuntimeError, match="^FlashAttention only support fp16 and bf16 data type$"):
         entry.fa2_varlen_fwd(*args)
+
+
+def test_amx_entry_checks_in_order():
+    from varlen import amx_entry
+
+    def run(q, k, v, cu, max_seqlen, on_device=()):
+        amx_entry.amx_varlen_entry(q, k, v, cu, cu, max_seqlen, max_seqlen, False,
+                                   lambda t: any(t is d for d in on_device))
+
+    q = torch.zeros(9, 2, 64, dtype=torch.bfloat16)
+    cu = torch.tensor([0, 4, 9], dtype=torch.int32)
+    run(q, q, q, cu, 5)  # the kernel runs
+    with pytest.raises(RuntimeError, match="^qmust be contiguous at last dimension$"):
+        run(q[:, :, ::2], q, q, cu, 5)
+    with pytest.raises(RuntimeError, match="^k must be a 3D tensor$"):
+        run(q, q.unsqueeze(0), q, cu, 5)
+    with pytest.raises(RuntimeError, match="^cu_seqlens_q must be contiguous$"):
+        run(q, q, q, torch.tensor([0, 0, 4, 0, 9], dtype=torch.int32)[::2], 5)
+    with pytest.raises(RuntimeError, match=r"^CHECK_EQ\(cu_seqlens_q.scalar_type\(\), at::kInt\) "
+                                           r"failed. Long vs Int$"):
+        run(q, q, q, cu.long(), 5)
+    odd = torch.zeros(9, 2, 63, dtype=torch.bfloat16)
+    with pytest.raises(RuntimeError, match="^invalid head_size 63$"):
+        run(odd, odd, odd, cu, 5)
+    with pytest.raises(NotImplementedError,
+                       match="^\"flash_attn_varlen_func\" not implemented for 'Float'$"):
+        run(q.float(), q.float(), q.float(), cu, 5)
+    with pytest.raises(RuntimeError, match=r"^Expected seqlen_q <= max_seqlen_q && seqlen_k <= "
+                                           r"max_seqlen_k to be true, but got false."):
+        run(q, q, q, cu, 4)
+    # The offsets are read flat from the storage: a [3, 1] tensor is [0, 4, 9].
+    run(q, q, q, cu.reshape(3, 1), 5)
+    negative = torch.tensor([0, 9, 4], dtype=torch.int32)  # a length of -5
+    for refused in ({"on_device": (q,)}, {"max_seqlen": 5.0},
+                    {"cu": negative, "max_seqlen": 9}):
+        args = {"q": q, "k": q, "v": q, "cu": cu, "max_seqlen": 5}
+        args.update(refused)
+        with pytest.raises(amx_entry.NotModelled):
+            run(**args)

@@ -87,7 +87,8 @@ TEST(ParseCaseTest, UnknownTopLevelField) {
   j["expected"] = "success";
   EXPECT_EQ(ErrorFor(j),
             "x.json: $.expected: unknown field (expected one of: name, source, description, "
-            "engine, sglang, vllm, transformers, mode, geometry, data, call, warmup, expect)");
+            "engine, sglang, vllm, transformers, platform, mode, geometry, data, call, warmup, "
+            "expect)");
 }
 
 TEST(ParseCaseTest, UnknownNestedFields) {
@@ -101,8 +102,8 @@ TEST(ParseCaseTest, UnknownNestedFields) {
   j["call"]["max_seqlen"] = 5;
   EXPECT_EQ(ErrorFor(j),
             "x.json: $.call.max_seqlen: unknown field (expected one of: profile, entry, "
-            "graph_mode, layout, merged_heads, rotary, bsz, seq_len, cu_seqlens, forward_metadata, "
-            "vllm_metadata, kwargs, sdpa)");
+            "graph_mode, layout, merged_heads, rotary, qkv_device, bsz, seq_len, cu_seqlens, "
+            "forward_metadata, vllm_metadata, kwargs, sdpa)");
 
   j = Minimal();
   j["data"] = {{"sead", 1}};
@@ -496,6 +497,24 @@ TEST(ParseCaseTest, MergedHeadsOnlyForVllmBatchedLayouts) {
   EXPECT_THAT(WriteCase(c), HasSubstr("\"merged_heads\": true"));
   j["call"]["merged_heads"] = 1;
   EXPECT_EQ(ErrorFor(j), "x.json: $.call.merged_heads: expected true or false, got number 1");
+}
+
+TEST(ParseCaseTest, QkvDeviceDefaultsToTheProfilesPlatform) {
+  json j = Minimal();
+  Case c = ParseOrDie(j.dump());
+  EXPECT_FALSE(c.call.qkv_device.has_value());
+  EXPECT_EQ(c.QkvDevice(), Device::kCuda);  // fa3 runs on a GPU
+  j["call"]["profile"] = "amx_attn";
+  c = ParseOrDie(j.dump());
+  EXPECT_EQ(c.QkvDevice(), Device::kCpu);  // VisionAMXAttention constructs on a CPU only
+  EXPECT_THAT(WriteCase(c), Not(HasSubstr("qkv_device")));
+  j["call"]["qkv_device"] = "cuda";
+  c = ParseOrDie(j.dump());
+  EXPECT_EQ(c.QkvDevice(), Device::kCuda);
+  EXPECT_THAT(WriteCase(c), HasSubstr("\"qkv_device\": \"cuda\""));
+  EXPECT_TRUE(ParseOrDie(WriteCase(c)) == c);
+  j["call"]["qkv_device"] = "npu";
+  EXPECT_EQ(ErrorFor(j), "x.json: $.call.qkv_device: device \"npu\" is not one of cpu, cuda");
 }
 
 // ---------------------------------------------------------------------------

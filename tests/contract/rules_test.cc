@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "support/test_util.h"
 #include "varlen/contract/call.h"
+#include "varlen/contract/platform.h"
 #include "varlen/contract/resolve.h"
 #include "varlen/contract/seqlens.h"
 #include "varlen/contract/sglang/metadata.h"
@@ -881,6 +882,59 @@ TEST(ContractRule26, BackendSelectionAndWrongPlatformConstructors) {
     EXPECT_TRUE(ConstructBackend("sdpa", p).ok());
     EXPECT_TRUE(ConstructBackend("triton_attn", p).ok());
   }
+}
+
+TEST(ContractRule26, PlatformsAreSpelledAsCasesWriteThem) {
+  using Kind = Platform::Kind;
+  for (absl::string_view name :
+       {"cuda:9.0", "cuda:10.3", "cuda:12.0", "musa:3.1", "hip:9.4", "hip:9.4+aiter", "npu", "xpu",
+        "xpu+intel_xpu_backend", "cpu", "cpu+amx", "other"}) {
+    absl::StatusOr<Platform> p = ParsePlatform(name);
+    ASSERT_TRUE(p.ok()) << name << ": " << p.status();
+    EXPECT_EQ(PlatformName(*p), name);
+  }
+  EXPECT_EQ(*ParsePlatform("hip:9.4+aiter"),
+            (Platform{.kind = Kind::kHip, .major = 9, .minor = 4, .use_aiter = true}));
+  EXPECT_EQ(*ParsePlatform("cpu+amx"), (Platform{.kind = Kind::kCpu, .cpu_amx = true}));
+  const std::string kinds =
+      " (one of cuda:MAJOR.MINOR, musa:MAJOR.MINOR, hip:MAJOR.MINOR[+aiter], npu, "
+      "xpu[+intel_xpu_backend], cpu[+amx], other)";
+  for (const auto& [name, why] : std::vector<std::pair<std::string, std::string>>{
+           {"cuda", "cuda needs its device capability, MAJOR.MINOR"},
+           {"cuda:9", "cuda needs its device capability, MAJOR.MINOR"},
+           {"cuda:9.x", "cuda needs its device capability, MAJOR.MINOR"},
+           {"npu:1.0", "npu has no device capability"},
+           {"cpu+aiter", "cpu's one flag is +amx"},
+           {"cuda:9.0+amx", "cuda takes no flag"},
+           {"cpu+amx+amx", "at most one +FLAG"},
+           {"sm90", "unknown kind"}}) {
+    absl::StatusOr<Platform> p = ParsePlatform(name);
+    ASSERT_FALSE(p.ok()) << name;
+    EXPECT_EQ(p.status().message(), absl::StrCat("platform \"", name, "\": ", why, kinds));
+  }
+}
+
+TEST(ContractRule26, ACallsPlatformSelectsAndConstructsItsBackend) {
+  AttentionCall call = TokenCall({3, 5});
+  call.kwargs.set("max_seqlen", Value::Int(5));
+  call.platform = *ParsePlatform("cuda:9.0");
+  EXPECT_TRUE(Resolve(call, Profile::kFa3, Mode::kFaithful).status.ok());
+  // Through the layer on Blackwell, _determine_attention_backend refuses
+  // fa3; the class alone constructs, and its kernel there is not modelled.
+  call.platform = *ParsePlatform("cuda:10.0");
+  call.entry = Entry::kLayer;
+  ExpectPyError(Resolve(call, Profile::kFa3, Mode::kFaithful).status, PyErrorKind::kValueError,
+                "The 'fa3' backend is not supported on Blackwell GPUs");
+  call.entry = Entry::kDirect;
+  EXPECT_EQ(Resolve(call, Profile::kFa3, Mode::kFaithful).status.message(),
+            "fa3 on cuda:10.0: its kernel is modelled as FA3's mha_fwd on Hopper (cuda:9.x) only");
+  call.platform = *ParsePlatform("cpu");
+  ExpectPyError(Resolve(call, Profile::kAmxAttn, Mode::kHardened).status, PyErrorKind::kException,
+                "VisionAMXAttention is only available for cpu with amx support");
+  // vLLM's platform rules are not modelled: no call with a platform is
+  // predicted.
+  const Resolution vllm = Resolve(call, Profile::kVllmFlashAttnFa3, Mode::kFaithful);
+  EXPECT_EQ(vllm.status.message(), "platform cpu: vLLM's platform rules are not modelled");
 }
 
 }  // namespace

@@ -94,7 +94,8 @@ void SetCorrectSglangCall(Case* c, Profile profile, bool prepared, Entry entry) 
   const Geometry& g = c->geometry;
   CallSpec& call = c->call;
   const std::vector<int64_t> offsets = OffsetsOf(g.seq_lens);
-  const ArgLiteral cu = ArgLiteral::IntTensor(offsets, DType::kInt32, Device::kCuda);
+  // On the device q, k and v live on, as a model's own code makes them.
+  const ArgLiteral cu = ArgLiteral::IntTensor(offsets, DType::kInt32, c->QkvDevice());
   if (profile == Profile::kFlashinferCudnn) {
     MetadataSpec m;
     m.builder = MetadataSpec::Builder::kFlashinferCudnn;

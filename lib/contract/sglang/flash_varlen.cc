@@ -83,6 +83,8 @@ FlashVarlenArgs::SglangEntry EntryOf(Profile profile) {
       return FlashVarlenArgs::SglangEntry::kFa4;
     case Profile::kAiterAttn:
       return FlashVarlenArgs::SglangEntry::kAiter;
+    case Profile::kAmxAttn:
+      return FlashVarlenArgs::SglangEntry::kAmx;
     default:
       return FlashVarlenArgs::SglangEntry::kUnread;
   }

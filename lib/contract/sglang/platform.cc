@@ -82,6 +82,67 @@ absl::Status ConstructBackend(absl::string_view backend, const Platform& platfor
   return absl::OkStatus();
 }
 
+namespace internal {
+namespace {
+
+bool CudaMajor(const Platform& p, int major) {
+  return p.kind == Platform::Kind::kCuda && p.major == major;
+}
+
+// The platform each backend's kernel door was read for (bind.cc): elsewhere
+// the kernel is another build, with other tiles or other checks.
+absl::Status KernelReadFor(Profile profile, const Platform& p) {
+  bool read = true;
+  absl::string_view where;
+  switch (profile) {
+    case Profile::kFa3:
+      read = CudaMajor(p, 9);
+      where = "FA3's mha_fwd on Hopper (cuda:9.x)";
+      break;
+    case Profile::kFa4:
+      read = CudaMajor(p, 10);
+      where = "FA4's CuTe interface on sm100 (cuda:10.x)";
+      break;
+    case Profile::kTritonAttn:
+      read = CudaMajor(p, 9);
+      where = "the Triton kernel's launch with an H100's tiles (cuda:9.x)";
+      break;
+    case Profile::kFlashinferCudnn:
+      read = p.kind == Platform::Kind::kCuda;
+      where = "cuDNN's prefill on CUDA";
+      break;
+    case Profile::kAiterAttn:
+      read = p.kind == Platform::Kind::kHip && p.major == 9 && p.minor == 4;
+      where = "aiter on an MI300 (hip:9.4)";
+      break;
+    default:  // sdpa (torch), and the backends whose constructors pin the platform
+      break;
+  }
+  if (read) return absl::OkStatus();
+  return absl::UnimplementedError(absl::StrCat(ProfileName(profile), " on ", PlatformName(p),
+                                               ": its kernel is modelled as ", where, " only"));
+}
+
+}  // namespace
+
+absl::Status SglangCheckPlatform(const AttentionCall& call, Profile profile, Mode mode) {
+  const Platform& platform = *call.platform;
+  const std::string backend(ProfileName(profile));
+  // VisionAttention.__init__ picks its backend (the case's profile, passed
+  // as qkv_backend), then constructs that class; a direct call constructs
+  // the class alone.
+  if (call.entry == Entry::kLayer) {
+    const SglangVersion version =
+        mode == Mode::kHardened ? kLatestSglangVersion : call.version.sglang();
+    VARLEN_RETURN_IF_ERROR(
+        DetermineAttentionBackend(platform, std::nullopt, backend, version).status());
+  }
+  VARLEN_RETURN_IF_ERROR(ConstructBackend(backend, platform));
+  return KernelReadFor(profile, platform);
+}
+
+}  // namespace internal
+
 absl::StatusOr<std::vector<int64_t>> AscendActualSeqLengths(const Tensor& cu_seqlens,
                                                             int64_t total_tokens,
                                                             SglangVersion version) {

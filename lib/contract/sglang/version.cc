@@ -36,6 +36,8 @@ const EngineModel& SglangModel() {
   static constexpr absl::string_view kNames[] = {"0026249", "0.5.23"};
   static constexpr std::pair<absl::string_view, int> kAliases[] = {
       {"00262495044993539b2740746aaa531e62f377ab", 0}};
+  // VisionAMXAttention constructs on a CPU with AMX only.
+  static constexpr Profile kHostProfiles[] = {Profile::kAmxAttn};
   static const EngineModel kModel = {.engine = Engine::kSglang,
                                      .name = "sglang",
                                      .title = "SGLang",
@@ -43,7 +45,9 @@ const EngineModel& SglangModel() {
                                      .aliases = kAliases,
                                      .resolve = &internal::ResolveSglangCall,
                                      .backend_call = &internal::SglangBackendCall,
-                                     .default_softmax_scale = &internal::SglangDefaultSoftmaxScale};
+                                     .default_softmax_scale = &internal::SglangDefaultSoftmaxScale,
+                                     .check_platform = &internal::SglangCheckPlatform,
+                                     .host_profiles = kHostProfiles};
   return kModel;
 }
 

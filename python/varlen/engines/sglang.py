@@ -19,11 +19,12 @@ SGLang's nine vision backends, the same call is made twice:
   compile (fa4_entry, on sm100); triton_attn runs the wheel's own
   context_attention_fwd up to Triton's launcher (kernel_entry.TritonJit).
   Every check is written from the kernels' sources, independently of the
-  C++ model. aiter's door is aiter's own (aiter_entry, on gfx942), which
-  faithful mode does not model yet; the AMX and XPU kernels, whose entries
-  are not read, are capture shims. For all three faithful mode predicts a
-  launch only for the forms their engine's own path makes and reports
-  anything else as not modelled. FlashInfer's cuDNN prefill is a capture shim, and the NPU's
+  C++ model. aiter's door is aiter's own (aiter_entry, on gfx942) and the
+  AMX kernel's sgl-kernel's CPU op (amx_entry; q, k and v on the CPU, where
+  amx_attn runs). The XPU kernel, whose entry is not read, is a capture
+  shim: faithful mode predicts its launch only for the forms its engine's
+  own path makes and reports anything else as not modelled. FlashInfer's
+  cuDNN prefill is a capture shim, and the NPU's
   fused kernel one with its queryT check; torch.arange on q's device runs
   torch_npu's bound check (op-plugin's wording). Tensors that stand for device
   tensors are host tensors of a subclass, and a torch function mode counts
@@ -60,7 +61,7 @@ import math
 import types
 from typing import Any, List, Optional, Tuple
 
-from varlen import aiter_entry, fa4_entry, kernel_entry
+from varlen import aiter_entry, amx_entry, fa4_entry, kernel_entry
 from varlen.engines import compare, device
 from varlen.engines import source as engine_source
 from varlen.engines.compare import Difference, Judge
@@ -225,11 +226,16 @@ def flash_attn_func(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_se
 
 def flash_attn_varlen_func(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                            softmax_scale=None, causal=False, window_size=(-1, -1), sinks=None):
-    # amx_attn's and xpu_attn's kernels, whose entries are not read: the C++
-    # model predicts a launch only for the forms their engine's path makes.
+    # amx_attn's kernel is sgl-kernel's CPU op (amx_entry); xpu_attn's entry
+    # is not read: the C++ model predicts a launch only for the forms its
+    # engine's path makes.
     record("flash_attn_varlen_func", q=q, k=k, v=v, cu_seqlens_q=cu_seqlens_q,
             cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
             softmax_scale=softmax_scale, causal=causal)
+    engine = _ENGINE.get()
+    if engine.profile == "amx_attn":
+        amx_entry.amx_varlen_entry(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                   max_seqlen_k, causal, engine.device.is_device)
     return output_like(q, v)
 
 
@@ -388,6 +394,7 @@ class Engine:
         self.vision = load_vision(wheel, release)
         self.device = device.device_classes((SGLANG_FA3_NAMESPACE,))
         self.prefill = load_prefill_attention(wheel, self.device.is_device)
+        self.profile = ""  # the backend of the call being made
 
     def _cache(self, data):
         cache = self.vision.SingletonCache()
@@ -407,6 +414,7 @@ class Engine:
         sdpa = d["sdpa"]
         raised = None
         npu = _npu_ops() if d["profile"] == "ascend_attn" else contextlib.nullcontext()
+        self.profile = d["profile"]
         tokens = _GRAPH_MODE.set(bool(d["graph_mode"])), _ENGINE.set(self)
         try:
             with device.observing() as (ledger, capture), self.device.Mode(), npu:

@@ -14,6 +14,8 @@
 //                spelled as the exact Python value (ArgLiteral).
 //   engine       SGLang (the default) or vLLM: whose calling convention the
 //                profile is, and whose version faithful mode reproduces.
+//   platform     the machine (a GPU of some capability, ROCm, NPU, XPU,
+//                CPU): the engine's backend selection and constructors.
 //   mode         faithful (the engine as it is, in a named version) or
 //                hardened (validate everything; version-independent).
 //   warmup       calls the same backend runs first, each this case with a
@@ -36,6 +38,7 @@
 
 #include "nlohmann/json.hpp"
 #include "varlen/contract/call.h"
+#include "varlen/contract/platform.h"
 #include "varlen/core/dtype.h"
 #include "varlen/core/status.h"
 #include "varlen/core/tensor.h"
@@ -188,6 +191,10 @@ struct CallSpec {
   // merged into one hidden dimension (MMEncoderAttention's documented form).
   bool merged_heads = false;
   bool rotary = false;             // layer entry: rotary embeddings rebuild q and k
+  // Where q, k and v live; unset: where the case's platform keeps them
+  // (the host on a CPU), else where the profile's engine does
+  // (NativeQkvDevice: the host for a CPU backend such as amx_attn).
+  std::optional<Device> qkv_device;
   std::optional<int64_t> bsz;      // 1 when unset
   std::optional<int64_t> seq_len;  // total tokens / bsz when unset
   ArgLiteral cu_seqlens;           // None when unset
@@ -232,6 +239,9 @@ struct Case {
   // The version of the profile's engine faithful mode reproduces; unset runs
   // the latest.
   std::optional<EngineVersion> version;
+  // The machine the call runs on (platform.h); unset: the one each
+  // profile's kernel model was read for, where no platform rule applies.
+  std::optional<Platform> platform;
   Geometry geometry;
   DataSpec data;
   CallSpec call;
@@ -240,6 +250,13 @@ struct Case {
   bool operator==(const Case&) const = default;
 
   Engine engine() const { return EngineOf(call.profile); }
+  Device QkvDevice() const {
+    if (call.qkv_device.has_value()) return *call.qkv_device;
+    if (platform.has_value()) {
+      return platform->kind == Platform::Kind::kCpu ? Device::kCpu : Device::kCuda;
+    }
+    return NativeQkvDevice(call.profile);
+  }
   // `version`, or the latest of the engine (also when `version` is another
   // engine's, as after a change of profile).
   EngineVersion engine_version() const {

@@ -24,6 +24,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "varlen/contract/engine.h"
+#include "varlen/contract/platform.h"
 #include "varlen/core/tensor.h"
 #include "varlen/core/value.h"
 
@@ -161,6 +162,9 @@ struct AttentionCall {
   SdpaOptions sdpa;
   // The version faithful mode reproduces, of the profile's engine.
   EngineVersion version = kLatestSglangVersion;
+  // The machine the call runs on; unset: the one the profile's kernel model
+  // was read for (no platform rule applies).
+  std::optional<Platform> platform;
   // vLLM profiles: the layer. cu_seqlens and kwargs are
   // MMEncoderAttention.forward's arguments.
   VllmLayer vllm_layer;

@@ -26,6 +26,7 @@
 #include "varlen/contract/sglang/version.h"
 #include "varlen/contract/transformers/version.h"
 #include "varlen/contract/vllm/version.h"
+#include "varlen/core/dtype.h"
 
 namespace varlen {
 
@@ -114,10 +115,21 @@ struct EngineModel {
   // entry makes of it (FunctionCallsOf). Null where backends are objects.
   absl::StatusOr<FunctionCalls> (*function_calls)(const AttentionCall& call,
                                                   Profile profile) = nullptr;
+  // The engine's rules for a call's platform (AttentionCall::platform): its
+  // backend selection and constructors, then whether the kernel's model was
+  // read for that platform. Null: the engine's platform rules are not
+  // modelled.
+  absl::Status (*check_platform)(const AttentionCall& call, Profile profile, Mode mode) = nullptr;
+  // The profiles whose platform is the CPU: the engine hands them q, k and v
+  // in host memory (every other profile's live on the device).
+  absl::Span<const Profile> host_profiles = {};
 };
 
 // The model of `engine`: the one place that switches on the engine.
 const EngineModel& ModelOf(Engine engine);
+// Where `profile`'s engine keeps q, k and v: the host for a CPU backend,
+// else the device.
+Device NativeQkvDevice(Profile profile);
 // Each engine's own (defined in its folder).
 const EngineModel& SglangModel();
 const EngineModel& VllmModel();

@@ -68,7 +68,8 @@ struct FlashVarlenArgs {
   // dtype). 0 for SGLang's kernels, whose entry is `sglang_entry`.
   int fa_version = 0;
   enum class SglangEntry {
-    kUnread,  // entry checks not read from a source (amx, xpu)
+    kUnread,  // entry checks not read from a source (xpu)
+    kAmx,     // sgl-kernel's CPU flash_attn_varlen_func (csrc/cpu/flash_attn.cpp)
     kFa3,     // FA3's mha_fwd behind the wrapper of the build SGLang loads
     kFa4,     // FA4's CuTe interface as SGLang vendors it (on sm100)
     kAiter,   // aiter's flash_attn_varlen_func to CK's or the assembly's entry (gfx942)

@@ -37,6 +37,9 @@ enum class DType : uint8_t {
 // "float32", "float16", "bfloat16", "float64", "int32", "int64", "bool", "int16".
 absl::string_view DTypeName(DType dtype);
 absl::StatusOr<DType> ParseDType(absl::string_view name);
+// torch's C++ name of the dtype (c10::ScalarType), as ATen's checks print
+// it: "Float", "Half", "BFloat16", "Double", "Int", "Long", "Bool", "Short".
+absl::string_view TorchScalarTypeName(DType dtype);
 size_t DTypeSize(DType dtype);
 bool IsFloatingPoint(DType dtype);
 bool IsIntegral(DType dtype);  // int16, int32, int64 (not bool)

@@ -18,20 +18,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "varlen/contract/platform.h"
 #include "varlen/contract/sglang/version.h"
 #include "varlen/core/tensor.h"
 
 namespace varlen {
-
-struct Platform {
-  enum class Kind { kCuda, kNpu, kMusa, kHip, kCpu, kXpu, kOther };
-  Kind kind = Kind::kCuda;
-  int major = 9;  // device capability (CUDA, MUSA, HIP)
-  int minor = 0;
-  bool cpu_amx = false;            // CPU with AMX support
-  bool use_aiter = false;          // SGLANG_USE_AITER on HIP
-  bool intel_xpu_backend = false;  // use_intel_xpu_backend()
-};
 
 // _determine_attention_backend: the server override, else the constructor
 // argument, else the platform default (which depends on the SGLang
