@@ -36,6 +36,7 @@
 #include "varlen/cases/case_json.h"
 #include "varlen/cases/engines.h"
 #include "varlen/cases/executor.h"
+#include "varlen/cases/keywords.h"
 #include "varlen/cases/npy.h"
 #include "varlen/cases/report.h"
 #include "varlen/contract/sglang/version.h"
@@ -140,6 +141,13 @@ const std::vector<CommandHelp>& Commands() {
        "backends",
        "Lists the backends with their capabilities and whether they are available here.",
        {"load"}},
+      {"keywords",
+       "keywords",
+       "Prints, per engine, profile, entry and version, what faithful mode does with each\n"
+       "keyword a caller might pass (as None) beside the correct call: read, ignored\n"
+       "(passed on, never read) or refused (the call raises). A value other than None may\n"
+       "take another path: the table describes the correct call's.",
+       {}},
       {"check",
        "check [--backends=A,B] [--tier=smoke|full|nightly] [--report=DIR]",
        "The main job: the regression corpus and the conformance suite's generated\n"
@@ -193,7 +201,8 @@ std::string Help(absl::string_view command) {
   };
   for (const CommandHelp& c : Commands()) {
     if (c.name != command) continue;
-    absl::StrAppend(&text, "usage: varlen ", c.synopsis, "\n\n", c.description, "\n\nflags:\n");
+    absl::StrAppend(&text, "usage: varlen ", c.synopsis, "\n\n", c.description, "\n");
+    if (!c.flags.empty()) absl::StrAppend(&text, "\nflags:\n");
     flag_lines(c.flags);
     return text;
   }
@@ -936,6 +945,11 @@ int main(int argc, char** argv) {
   if (command == "backends") {
     if (!rest.empty()) return varlen::UsageError("backends takes no arguments");
     return varlen::ListBackends();
+  }
+  if (command == "keywords") {
+    if (!rest.empty()) return varlen::UsageError("keywords takes no arguments");
+    std::cout << varlen::KeywordTableMarkdown();
+    return 0;
   }
 #ifdef VARLEN_HAVE_MUTANTS
   if (command == "check") {

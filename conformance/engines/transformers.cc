@@ -15,6 +15,50 @@
 namespace varlen::internal {
 namespace {
 
+// The grid_thw of `lengths`' frames, or now and then another form of it: a
+// dtype or device of its own, a wrong size, a negative count, a shape other
+// than [images, 3].
+ArgLiteral GenGridThw(const std::vector<int64_t>& lengths) {
+  ArgLiteral grid = FrameGridOf(lengths);
+  TensorLiteral& t = grid.tensor;
+  const int64_t rows = static_cast<int64_t>(t.ints.size() / 3);
+  switch (*rc::gen::inRange(0, 12)) {
+    case 0:
+      t.dtype = DType::kInt32;
+      break;
+    case 1:
+      t.device = Device::kCpu;
+      break;
+    case 2:
+      t.dtype = *rc::gen::element(DType::kFloat32, DType::kBool, DType::kInt16);
+      if (t.dtype == DType::kFloat32) {
+        t.floats.assign(t.ints.begin(), t.ints.end());
+        t.ints.clear();
+      } else if (t.dtype == DType::kBool) {
+        for (int64_t& v : t.ints) v = v != 0;
+      }
+      break;
+    case 3:
+      t.shape.reset();  // flattened
+      break;
+    case 4:
+      if (rows > 0) t.ints[3 * *rc::gen::inRange<int64_t>(0, rows)] = -1;
+      break;
+    case 5:
+      if (rows > 0) t.ints[3 * *rc::gen::inRange<int64_t>(0, rows) + 2] += 1;
+      break;
+    case 6:
+      if (rows > 0) {
+        t.ints.resize(t.ints.size() - 3);
+        t.shape = Shape{rows - 1, 3};
+      }
+      break;
+    default:
+      break;
+  }
+  return grid;
+}
+
 // A wild case's call made a transformers call: VisionAttention with the
 // tower's cu_seqlens and keywords, or the attention interface with its
 // keywords, each now and then in another of the forms GenArg draws, or left
@@ -41,6 +85,16 @@ void MakeTransformersCall(Case* c) {
   if (call.entry == Entry::kLayer) {
     // One projection makes q, k and v: as many key heads as query heads.
     c->geometry.num_kv_heads = g.num_heads;
+    if (*rc::gen::inRange(0, 3) == 0) {
+      // The tower, handed its grid (now and then not the frames' own) and
+      // now and then precomputed values.
+      call.entry = Entry::kTower;
+      call.cu_seqlens = ArgLiteral::None();
+      call.kwargs.emplace_back("grid_thw", GenGridThw(g.seq_lens));
+      if (*rc::gen::inRange(0, 4) == 0) call.kwargs.emplace_back("cu_seqlens", cu_form());
+      if (*rc::gen::inRange(0, 3) == 0) call.kwargs.emplace_back("max_seqlen", max_form());
+      return;
+    }
     call.cu_seqlens = cu_form();
     if (*rc::gen::arbitrary<bool>()) call.kwargs.emplace_back("max_seqlen", max_form());
     return;
@@ -89,6 +143,8 @@ std::vector<CallForm> TransformersWellFormedForms(const Case& c) {
   auto as_is = [](CallSpec*) {};
   add("through the layer", /*prepared=*/false, Entry::kLayer, as_is);
   add("through the layer with the tower's max_seqlen", true, Entry::kLayer, as_is);
+  add("through the tower", false, Entry::kTower, as_is);
+  add("through the tower with a precomputed max_seqlen", true, Entry::kTower, as_is);
   if (!IsTransformersFlash(profile)) return forms;
   add("the attention interface", false, Entry::kDirect, as_is);
   add("the attention interface, scaling None", false, Entry::kDirect,
@@ -109,6 +165,10 @@ std::vector<CallForm> TransformersWellFormedForms(const Case& c) {
 // passes them (SDPA's and eager's ignore them).
 void SetTransformersOffsets(CallSpec* call, const std::vector<int64_t>& offsets) {
   const ArgLiteral value = ArgLiteral::IntTensor(offsets, DType::kInt32, Device::kCuda);
+  if (call->entry == Entry::kTower) {  // the tower's precomputed cu_seqlens (5.x)
+    SetKwarg(call, "cu_seqlens", value);
+    return;
+  }
   if (call->entry != Entry::kDirect) {
     call->cu_seqlens = value;
     return;
@@ -127,7 +187,7 @@ void AddTransformersCorruptions(const Case& c, const AddCorruption& add) {
   const int64_t longest = c.geometry.longest();
   if (!IsTransformersFlash(c.call.profile) || longest == 0) return;
   add("the tower's max_seqlen one below the longest sequence", true, [longest](CallSpec* call) {
-    if (call->entry == Entry::kLayer) {
+    if (call->entry != Entry::kDirect) {
       SetKwarg(call, "max_seqlen", ArgLiteral::Int(longest - 1));
     } else {
       SetKwarg(call, "max_length_q", ArgLiteral::Int(longest - 1));
@@ -137,7 +197,9 @@ void AddTransformersCorruptions(const Case& c, const AddCorruption& add) {
   // A call short of one of the four varlen keywords attends across the
   // whole pack.
   add("one varlen keyword None (the dense fallback over the whole pack)", true, [](CallSpec* call) {
-    if (call->entry == Entry::kLayer) {
+    if (call->entry == Entry::kTower) {
+      SetKwarg(call, "grid_thw", ArgLiteral::None());
+    } else if (call->entry == Entry::kLayer) {
       call->cu_seqlens = ArgLiteral::None();
     } else {
       SetKwarg(call, "max_length_k", ArgLiteral::None());

@@ -208,6 +208,12 @@ std::optional<Profile> CounterpartProfile(Profile profile, Engine target) {
 }
 
 absl::StatusOr<CounterpartCall> CounterpartCase(const Case& c, Engine target) {
+  if (c.call.entry == Entry::kTower) {
+    return absl::InvalidArgumentError(
+        "entry \"tower\": transformers' tower makes cu_seqlens from grid_thw, and no other "
+        "engine's tower is modelled; the layer call it makes (entry \"layer\" with the tower's "
+        "cu_seqlens) has counterparts");
+  }
   const std::optional<Profile> other = CounterpartProfile(c.call.profile, target);
   if (!other.has_value()) {
     return absl::InvalidArgumentError(

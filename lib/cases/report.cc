@@ -251,7 +251,7 @@ std::string DescribeCall(const CallSpec& call) {
             ? absl::StrCat(", fp8_padded_hidden_size ", *m.fp8_padded_hidden_size)
             : "",
         ")"));
-  } else {
+  } else if (call.entry != Entry::kTower) {  // the tower takes its keywords alone
     parts.push_back(absl::StrCat("cu_seqlens=", ArgText(call.cu_seqlens)));
   }
   if (CallsOf(EngineOf(call.profile)).takes_forward_metadata || call.forward_metadata.has_value()) {

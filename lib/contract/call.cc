@@ -69,9 +69,10 @@ constexpr std::array<std::pair<Mode, absl::string_view>, 2> kModes = {{
     {Mode::kFaithful, "faithful"},
     {Mode::kHardened, "hardened"},
 }};
-constexpr std::array<std::pair<Entry, absl::string_view>, 2> kEntries = {{
+constexpr std::array<std::pair<Entry, absl::string_view>, 3> kEntries = {{
     {Entry::kDirect, "direct"},
     {Entry::kLayer, "layer"},
+    {Entry::kTower, "tower"},
 }};
 
 }  // namespace

@@ -83,6 +83,27 @@ def test_device_tensors_count_host_reads_and_copies():
     assert len(ledger.host_to_device_copies) == 1
 
 
+def test_repeat_interleave_reads_device_repeats_twice():
+    # ATen's repeat_interleave_common: cumsum[-1].item(), then the negative
+    # check's (repeats >= 0).all().item(); none for no repeats or host ones.
+    e = engine("0.5.23")
+    grid = torch.tensor([[1, 4, 8], [2, 2, 2]]).as_subclass(e.device.DeviceTensor)
+    seen = {}
+
+    def body():
+        frames = torch.repeat_interleave(grid[:, 1] * grid[:, 2], grid[:, 0])
+        seen["frames"] = e.device.plain(frames).tolist()
+        seen["on_device"] = e.device.is_device(frames)
+        torch.repeat_interleave(torch.tensor([5]), torch.tensor([2]))  # host: no sync
+        torch.repeat_interleave(grid[:0, 1], grid[:0, 0])  # no repeats: no sync
+        with pytest.raises(RuntimeError, match="repeats can not be negative"):
+            torch.repeat_interleave(grid[:, 1], -grid[:, 0])
+
+    ledger = counted(e, body)
+    assert seen == {"frames": [32, 4, 4], "on_device": True}
+    assert len(ledger.host_syncs) == 4
+
+
 def test_moves_copy_as_torch_does_and_views_keep_their_strides():
     e = engine("0.5.23")
     base = torch.zeros(6, dtype=torch.int32)

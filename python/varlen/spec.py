@@ -131,7 +131,7 @@ class CallContext:
     profile: str
     engine: str
     version: str
-    entry: str  # "direct" or "layer"
+    entry: str  # "direct", "layer" or (transformers) "tower"
     graph_mode: bool
     # sdpa's constructor options (SdpaOptions in the C++ contract).
     flatten_batch: bool = False

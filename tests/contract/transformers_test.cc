@@ -210,6 +210,80 @@ TEST(TransformersHardenedTest, RefusesWhatWouldGoWrong) {
   EXPECT_EQ(Flash(r).max_seqlen.as_int(), 5);
 }
 
+// The tower (Qwen3-VL) of `grid` ([images, 3] rows of t, h, w) in
+// `version`: q, k and v hold the grid's frames.
+AttentionCall TowerCall(std::vector<int64_t> grid, int64_t tokens, TransformersVersion version,
+                        Device grid_device = Device::kCuda) {
+  AttentionCall call = LayerCall({tokens}, version);
+  call.entry = Entry::kTower;
+  call.cu_seqlens = Value::None();
+  const int64_t images = static_cast<int64_t>(grid.size() / 3);
+  call.kwargs.set("grid_thw", Value::FromTensor(Tensor::FromInts(grid, DType::kInt64, grid_device,
+                                                                 Shape{images, 3})));
+  return call;
+}
+
+TEST(TransformersTowerTest, FramesFromTheGridByBand) {
+  // An image of 4x8 patches and a video of two 2x2 frames: three segments.
+  const std::vector<int64_t> grid = {1, 4, 8, 2, 2, 2};
+  // 5.25.0: repeat_interleave reads its repeats twice, the tower's max once.
+  Resolution r = Resolve(TowerCall(grid, 40, k5_25), Profile::kTfFlashAttention2, Mode::kFaithful);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_THAT(Ints(Flash(r).cu_seqlens.as_tensor()), ElementsAre(0, 32, 36, 40));
+  EXPECT_EQ(Flash(r).cu_seqlens.as_tensor().dtype(), DType::kInt32);
+  EXPECT_EQ(Flash(r).max_seqlen.as_int(), 32);
+  EXPECT_EQ(r.counts().host_syncs, 3);
+  // 5.14.1: no tower max; the layer's 0-d tensor, read twice by FA2's op.
+  r = Resolve(TowerCall(grid, 40, k5_14), Profile::kTfFlashAttention2, Mode::kFaithful);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.counts().host_syncs, 4);
+  // A grid on the host makes host offsets (which FA2's entry refuses), with
+  // no sync.
+  r = Resolve(TowerCall(grid, 40, k5_25, Device::kCpu), Profile::kTfFlashAttention2,
+              Mode::kFaithful);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(Flash(r).cu_seqlens.as_tensor().device(), Device::kCpu);
+  EXPECT_EQ(r.counts().host_syncs, 0);
+  // sdpa: no max (not a flash name), the split path's three reads.
+  r = Resolve(TowerCall(grid, 40, k5_25), Profile::kTfSdpa, Mode::kFaithful);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.counts().host_syncs, 5);
+}
+
+TEST(TransformersTowerTest, PrecomputedValuesByBand) {
+  const std::vector<int64_t> grid = {1, 4, 8, 2, 2, 2};
+  // 5.x: a precomputed cu_seqlens is used as it is (two frames merged).
+  AttentionCall call = TowerCall(grid, 40, k5_25);
+  call.kwargs.set("cu_seqlens", Value::FromTensor(IntTensor({0, 32, 40})));
+  call.kwargs.set("max_seqlen", Value::Int(8));
+  Resolution r = Resolve(call, Profile::kTfFlashAttention2, Mode::kFaithful);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_THAT(Ints(Flash(r).cu_seqlens.as_tensor()), ElementsAre(0, 32, 40));
+  EXPECT_EQ(Flash(r).max_seqlen.as_int(), 8);
+  EXPECT_EQ(r.counts().host_syncs, 0);
+  // Hardened: the precomputed offsets must be the grid's frames.
+  ExpectPyError(Resolve(call, Profile::kTfFlashAttention2, Mode::kHardened).status,
+                PyErrorKind::kValueError,
+                "cu_seqlens is [0, 32, 40], grid_thw's frames are [0, 32, 36, 40]: a "
+                "precomputed cu_seqlens must be the tower's own");
+  // 4.57.6 passes it beside its own: Python's TypeError quotes the block.
+  call.version = k4_57;
+  r = Resolve(call, Profile::kTfFlashAttention2, Mode::kFaithful);
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kUnimplemented);
+  // A grid the tower's earlier steps would refuse is not modelled; hardened
+  // names it.
+  call = TowerCall({1, 0, 8}, 40, k5_25);
+  EXPECT_EQ(Resolve(call, Profile::kTfFlashAttention2, Mode::kFaithful).status.code(),
+            absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(
+      std::string(Resolve(call, Profile::kTfFlashAttention2, Mode::kHardened).status.message()),
+      HasSubstr("image 0 has t, h, w = 1, 0, 8; each must be at least 1"));
+  EXPECT_THAT(
+      std::string(Resolve(TowerCall(grid, 41, k5_25), Profile::kTfFlashAttention2, Mode::kHardened)
+                      .status.message()),
+      HasSubstr("its frames hold 40 tokens, q holds 41"));
+}
+
 // A function a user registers in AttentionInterface, as the layer calls it.
 TEST(TransformersFunctionTest, TheLayerCallsItOnceOverThePackOrOncePerImage) {
   // 5.14.1, a flash name: one call, the max a 0-d tensor, the caller's

@@ -33,6 +33,11 @@ absl::Status ValidateSglangCall(const CallSpec& c, const Geometry& g) {
   if (c.vllm_metadata.has_value()) {
     return PathError(p + ".vllm_metadata", "vLLM's builders serve vLLM profiles only");
   }
+  if (c.entry == Entry::kTower) {
+    return PathError(p + ".entry",
+                     "\"tower\" is transformers' entry (the tower's grid_thw); SGLang's are "
+                     "\"direct\" and \"layer\"");
+  }
   if (c.rotary && c.entry != Entry::kLayer) {
     return PathError(p + ".rotary",
                      "rotary embeddings are applied by the layer: use entry \"layer\"");

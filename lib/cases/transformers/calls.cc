@@ -32,10 +32,25 @@ absl::Status ValidateTransformersCall(const CallSpec& c, const Geometry& g) {
   if (c.forward_metadata.has_value() || c.vllm_metadata.has_value()) {
     return PathError(p, "forward_metadata and vllm_metadata are other engines'");
   }
-  if (c.entry == Entry::kLayer && g.num_kv_heads != g.num_heads) {
+  if (c.entry != Entry::kDirect && g.num_kv_heads != g.num_heads) {
     return PathError("$.geometry.num_kv_heads",
                      "VisionAttention projects q, k and v with num_heads heads each: through the "
                      "layer, num_kv_heads equals num_heads");
+  }
+  if (c.entry == Entry::kTower) {
+    const bool has_grid = std::any_of(c.kwargs.begin(), c.kwargs.end(),
+                                      [](const auto& kv) { return kv.first == "grid_thw"; });
+    if (!has_grid) {
+      return PathError(p + ".kwargs.grid_thw",
+                       "the tower makes cu_seqlens from grid_thw ([images, 3]: t, h, w): give it "
+                       "in kwargs, e.g. {\"tensor\": [1, 4, 8], \"dtype\": \"int64\", "
+                       "\"device\": \"cuda\", \"shape\": [1, 3]}");
+    }
+    if (c.cu_seqlens.kind != ArgLiteral::Kind::kNone) {
+      return PathError(p + ".cu_seqlens",
+                       "the tower makes its own cu_seqlens: a precomputed one is the tower's "
+                       "keyword, spell it in kwargs");
+    }
   }
   if (c.entry == Entry::kDirect) {
     if (c.rotary) {
@@ -69,6 +84,28 @@ bool TransformersCanCarry(Profile profile, const Geometry& g) {
 
 bool TransformersTakesFusedQkv(Profile, const Geometry& g) { return g.head_dim_v == g.head_dim; }
 
+}  // namespace
+
+ArgLiteral FrameGridOf(const std::vector<int64_t>& lengths) {
+  std::vector<int64_t> rows;
+  for (size_t i = 0; i < lengths.size();) {
+    const int64_t length = lengths[i];
+    size_t end = i;
+    while (end < lengths.size() && lengths[end] == length) ++end;
+    if (length > 0) {
+      int64_t h = static_cast<int64_t>(std::sqrt(static_cast<double>(length)));
+      while (h > 1 && (h * h > length || length % h != 0)) --h;
+      rows.insert(rows.end(), {static_cast<int64_t>(end - i), h, length / h});
+    }
+    i = end;
+  }
+  ArgLiteral grid = ArgLiteral::IntTensor(rows, DType::kInt64, Device::kCuda);
+  grid.tensor.shape = Shape{static_cast<int64_t>(rows.size() / 3), 3};
+  return grid;
+}
+
+namespace {
+
 // What a tower passes: int32 offsets on the device, one per frame (a grid
 // never makes an empty one), through the layer with the tower's
 // precomputed int max when `prepared`; or the interface call the layer
@@ -84,8 +121,18 @@ void SetCorrectTransformersCall(Case* c, Profile profile, bool prepared, Entry e
   const ArgLiteral cu = ArgLiteral::IntTensor(OffsetsOf(lengths), DType::kInt32, Device::kCuda);
   call.layout = QLayout::kPacked;
   const bool direct = entry == Entry::kDirect || g.softmax_scale.has_value();
-  call.entry =
-      direct && (IsFlashName(profile) || lengths.size() == 1) ? Entry::kDirect : Entry::kLayer;
+  if (direct && (IsFlashName(profile) || lengths.size() == 1)) {
+    call.entry = Entry::kDirect;
+  } else {
+    call.entry = entry == Entry::kTower && !direct ? Entry::kTower : Entry::kLayer;
+  }
+  if (call.entry == Entry::kTower) {
+    // The precomputed max every band takes (4.57.6 and 5.14.1 pass it on
+    // unread); a precomputed cu_seqlens is 5.x's alone.
+    call.kwargs.emplace_back("grid_thw", FrameGridOf(lengths));
+    if (prepared) call.kwargs.emplace_back("max_seqlen", ArgLiteral::Int(g.longest()));
+    return;
+  }
   if (call.entry == Entry::kLayer) {
     call.cu_seqlens = cu;
     if (prepared) call.kwargs.emplace_back("max_seqlen", ArgLiteral::Int(g.longest()));

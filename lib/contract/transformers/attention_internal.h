@@ -7,6 +7,7 @@
 #define VARLEN_LIB_CONTRACT_TRANSFORMERS_ATTENTION_INTERNAL_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "resolve_internal.h"
@@ -71,6 +72,12 @@ bool TakesFlashPath(const ResolveContext& ctx, Profile profile);
 // The max VisionAttention.forward computes or takes for its flash call, by
 // band (a 0-d tensor, or one .item(), or the caller's value).
 absl::StatusOr<Value> LayerMaxSeqlen(const ResolveContext& ctx, const Value& cu);
+
+// The "tower" entry up to its first block (tower.cc): the layer call the
+// block makes, with the tower's cu_seqlens (and, from 5.15.0, its max) made
+// from grid_thw or taken from the tower's **kwargs.
+absl::StatusOr<AttentionCall> TowerLayerCall(const AttentionCall& call, Profile profile, Mode mode,
+                                             std::vector<std::string>* notes);
 
 // The split path's lengths: cu_seqlens' differences, read on the host once
 // per q, k and v and checked as torch.split checks them.

@@ -139,6 +139,12 @@ absl::StatusOr<FunctionCalls> LayerCalls(const ResolveContext& ctx, Profile prof
 
 absl::StatusOr<FunctionCalls> TransformersFunctionCalls(const AttentionCall& call,
                                                         Profile profile) {
+  if (call.entry == Entry::kTower) {
+    std::vector<std::string> notes;
+    VARLEN_ASSIGN_OR_RETURN(const AttentionCall layer,
+                            TowerLayerCall(call, profile, Mode::kFaithful, &notes));
+    return TransformersFunctionCalls(layer, profile);
+  }
   if (call.entry == Entry::kLayer && call.rotary) {
     // The rotary embedding makes q and k new dense tensors.
     AttentionCall rotated = call;

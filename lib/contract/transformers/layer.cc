@@ -194,6 +194,11 @@ const TransformersBehavior& TransformersBehaviorOf(const ResolveContext& ctx) {
 
 absl::StatusOr<ResolvedArgs> ResolveTransformersCall(const AttentionCall& call, Profile profile,
                                                      Mode mode, Resolution* record) {
+  if (call.entry == Entry::kTower) {
+    VARLEN_ASSIGN_OR_RETURN(const AttentionCall layer,
+                            TowerLayerCall(call, profile, mode, &record->notes));
+    return ResolveTransformersCall(layer, profile, mode, record);
+  }
   if (call.entry == Entry::kLayer && call.rotary) {
     // The rotary embedding makes q and k new dense tensors; v stays the
     // projection's view.

@@ -22,7 +22,8 @@ const TransformersBehavior& BehaviorOf(TransformersVersion version) {
                                                    .registers_flash_attention_4 = false,
                                                    .pads_value_to_query_head_dim = false,
                                                    .module_has_kv_groups = false,
-                                                   .sdpa_empty_segment_raises = false};
+                                                   .sdpa_empty_segment_raises = false,
+                                                   .tower_takes_precomputed_cu_seqlens = false};
   static constexpr TransformersBehavior k5_14_1 = {.substring_flash_gate = true,
                                                    .caller_max_wins = false,
                                                    .kernel_by_name = true,

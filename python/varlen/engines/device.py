@@ -117,6 +117,23 @@ def device_classes(op_namespaces=()) -> "Device":
                 return torch.device("cuda", 0) if is_device(args[0]) else func(*args)
             if prop is tensor.is_cuda:
                 return is_device(args[0])
+            if func is torch.repeat_interleave and len(args) > 1 and is_device(args[1]) and \
+                    kwargs.get("output_size") is None:
+                # Without an output_size, ATen's repeat_interleave_common
+                # reads the repeats on the host twice (cumsum[-1].item(),
+                # then (repeats >= 0).all().item()) unless there are none.
+                repeats = plain(args[1])
+                try:
+                    out = func(*_pytree.tree_map(plain, args), **kwargs)
+                except RuntimeError as e:
+                    if "repeats can not be negative" in str(e):
+                        ledger.host_syncs += ["repeat_interleave: cumsum[-1].item()",
+                                              "repeat_interleave: (repeats >= 0).all().item()"]
+                    raise
+                if repeats.numel() > 0:
+                    ledger.host_syncs += ["repeat_interleave: cumsum[-1].item()",
+                                          "repeat_interleave: (repeats >= 0).all().item()"]
+                return on_device(out)
             if func in reads and is_device(args[0]):
                 out = func(plain(args[0]), *args[1:], **kwargs)  # a read that fails reads nothing
                 ledger.host_syncs.append(getattr(func, "__name__", str(func)))

@@ -98,6 +98,10 @@ FLASH_UTILS_FILE = "transformers/modeling_flash_attention_utils.py"
 FLASH_FILE = "transformers/integrations/flash_attention.py"
 SDPA_FILE = "transformers/integrations/sdpa_attention.py"
 GENERIC_FILE = "transformers/utils/generic.py"
+# The tower whose cu_seqlens step the "tower" entry runs (Qwen3-VL: one
+# segment per frame, full attention in every block), and 5.x's helpers.
+TOWER_FILE = "transformers/models/qwen3_vl/modeling_qwen3_vl.py"
+VISION_UTILS_FILE = "transformers/vision_utils.py"
 
 
 class Band:
@@ -124,19 +128,24 @@ BANDS = {
         FLASH_UTILS_FILE: "293fe81c6bd38aac8a3bc6ae086ff21b9695b349e97c9650b1fe61e42a36d710",
         FLASH_FILE: "850aa63f9473391188c357454cfb6a89339394d26f6024ccbe246f00f6344144",
         SDPA_FILE: "dc5abe49a98dec3b9026739dfbf2e9a8f3e5272b2916b3c2d404727ac931a013",
-        GENERIC_FILE: "94728825190dff491f2e0b93beb59c8246adb0b6049e3203c511405f43bb7e30"}),
+        GENERIC_FILE: "94728825190dff491f2e0b93beb59c8246adb0b6049e3203c511405f43bb7e30",
+        TOWER_FILE: "dd63ed3b124232735b3dca1bfa28f9d6b0d3f7182afcb75dde8f3e724b2b22da"}),
     "5.14.1": Band("5.14.1", "9db974c4079ede2d1a3ea7ca5a240df33f2cc26fc2b36ba64c5f2a4f43b6e725", {
         LAYER_FILE: "7cdf4e42cb7624123f89f5357553ae222aec3ce0c9c0c49abf183e2fdde06857",
         FLASH_UTILS_FILE: "1cbf31e648d124f24e609ec33f39beac3cd50bd70c207bfc9ff754cd5116b6f4",
         FLASH_FILE: "fd18db15bb84c6ac75b145be9462a1822315fbfbdabf69d964702c6aef7139b9",
         SDPA_FILE: "b72c5c96ea070d594f36e774cfc799160a0ecb157353502a61eb3c5ea1e35b46",
-        GENERIC_FILE: "cd444f4d8f1baf5e8a54fb48b2cdc4b6bab0ef575571be2e6b119f584d2de916"}),
+        GENERIC_FILE: "cd444f4d8f1baf5e8a54fb48b2cdc4b6bab0ef575571be2e6b119f584d2de916",
+        TOWER_FILE: "fcb5571ef95e4a6679af866ef9ef4dfa5cee017f9f91453daf28c7804c7a50fe",
+        VISION_UTILS_FILE: "23828876bb2fe9700d0d68a3374cf9e38086964f97375c9d46d376ab85b265de"}),
     "5.25.0": Band("5.25.0", "8ca7a96cc329e5a053c9e770711e73d7bd9d77240ff62049fca6d253965cda52", {
         LAYER_FILE: "a24f2f5b295ab3578167232bc912926e89afd08416fc17e301ed5beea0d8933b",
         FLASH_UTILS_FILE: "a03eec76c99e56cfe1f7f945f8592ea9c5abe4b3907f4e63ccfec7979d868a8d",
         FLASH_FILE: "13fb51c734b7b608872783a28bdbdd3d5b600600d1d9912ceed580320e45d631",
         SDPA_FILE: "3459958b5609c45a835ea44224d816281807b375a89f9d6e8dee693136fdd782",
-        GENERIC_FILE: "fb49fafe94119fb1ff168e4682a72b24ab9392535dd218a4845efcbbd1c6d7b7"}),
+        GENERIC_FILE: "fb49fafe94119fb1ff168e4682a72b24ab9392535dd218a4845efcbbd1c6d7b7",
+        TOWER_FILE: "7f89585536be4f97f77cb37c8f3d5d80720fd541f6b81fe3b620fbac1e68117b",
+        VISION_UTILS_FILE: "bcecd5a92b3266b9926272a549d2b1a0f1fe7646c698c0fa19bd96f976085356"}),
 }
 
 
@@ -526,6 +535,7 @@ class TransformersCode:
         # A hub kernel with FlashAttention 2's signature, as `kernels` registers one.
         ALL_ATTENTION_FUNCTIONS.register(HUB_NAME, flash_attention_forward)
         layer.apply_rotary_pos_emb_vision = _rotary_stand_in
+        self.tower_seqlens = _tower_seqlens_step()
         _ACTIVE.update(folders=folders, code=self)
 
     def _lazy_imports(self, implementation, *args, **kwargs):
@@ -560,6 +570,46 @@ class TransformersCode:
         attn.qkv.__class__ = _Projection
         attn.proj.__class__ = _Identity
         return attn.eval()
+
+
+# What the band's Qwen3-VL tower does with its grid_thw and **kwargs before
+# its first block, as the tower's forward spells it.
+_TOWER_CALLS = {
+    "get_vision_attention_seqlens": "cu_seqlens, max_seqlen = get_vision_attention_seqlens("
+                                    "grid_thw, self.config, kwargs=kwargs)",
+    "get_vision_cu_seqlens": "cu_seqlens = get_vision_cu_seqlens(grid_thw, kwargs=kwargs)",
+}
+
+
+def _tower_seqlens_step():
+    """The band's tower step that makes cu_seqlens (and, from 5.15.0, its
+    max): step(grid_thw, config, kwargs) -> (cu_seqlens, the keywords the
+    tower passes each block beside **kwargs). 5.x calls a vision_utils
+    helper; 4.57.6 computes it inline, and those statements of its
+    forward are run as they are."""
+    import inspect
+    import textwrap
+    from transformers.models.qwen3_vl import modeling_qwen3_vl as tower
+    source = inspect.getsource(tower.Qwen3VLVisionModel.forward)
+    if _TOWER_CALLS["get_vision_attention_seqlens"] in source:
+        helper = tower.get_vision_attention_seqlens
+
+        def step(grid_thw, config, kwargs):
+            cu, max_seqlen = helper(grid_thw, config, kwargs=kwargs)
+            return cu, {"max_seqlen": max_seqlen}
+        return step
+    if _TOWER_CALLS["get_vision_cu_seqlens"] in source:
+        helper = tower.get_vision_cu_seqlens
+        return lambda grid_thw, config, kwargs: (helper(grid_thw, kwargs=kwargs), {})
+    start = source.index("        cu_seqlens = torch.repeat_interleave(")
+    end = source.index("\n", source.index("cu_seqlens = F.pad(cu_seqlens", start))
+    code = compile(textwrap.dedent(source[start:end]), tower.__file__, "exec")
+
+    def inline(grid_thw, config, kwargs):
+        scope = {"torch": tower.torch, "F": tower.F, "grid_thw": grid_thw}
+        exec(code, scope)  # noqa: S102 - the band's own statements
+        return scope["cu_seqlens"], {}
+    return inline
 
 
 def _linear_classes():
@@ -637,11 +687,18 @@ class Engine:
         try:
             with stand_ins.observing() as (ledger, capture), self.device.Mode():
                 try:
-                    if d["entry"] == "layer":
+                    if d["entry"] in ("layer", "tower"):
                         attn.qkv.qkv_of_call = (q, k, v)
                         hidden = torch.zeros(q.shape[0], 1, device=q.device)
                         angles = torch.zeros(q.shape[0], 2)
-                        output = attn(hidden, cu_seqlens=m.value(d["cu_seqlens"]),
+                        if d["entry"] == "layer":
+                            cu, own = m.value(d["cu_seqlens"]), {}
+                        else:  # the tower's step, then its first block's attention
+                            tower_kwargs = dict(kwargs)
+                            grid = tower_kwargs.pop("grid_thw")
+                            cu, own = code.tower_seqlens(grid, attn.config, tower_kwargs)
+                            kwargs = tower_kwargs
+                        output = attn(hidden, cu_seqlens=cu, **own,
                                       position_embeddings=(angles, angles), **kwargs)
                     else:
                         fn = code.layer.eager_attention_forward if profile == "eager" \

@@ -19,6 +19,11 @@ namespace varlen {
 // The token offsets [0, l0, l0+l1, ...] of `lengths`.
 std::vector<int64_t> OffsetsOf(const std::vector<int64_t>& lengths);
 
+// The grid_thw ([images, 3]: t, h, w; int64 on the device) whose frames, one
+// segment each, have the non-zero `lengths` in order: equal neighbours are
+// the frames of one video, each frame as square as its length allows.
+ArgLiteral FrameGridOf(const std::vector<int64_t>& lengths);
+
 // Whether a correct call in `profile` can carry geometry `g` (each engine
 // says, in engine_calls.h): for example flashinfer_cudnn offsets q, k and v
 // with one per-token width (no GQA, no distinct value head dim), and

@@ -90,9 +90,12 @@ enum class Entry {
   kDirect,  // backend.forward(...) called with exactly the caller's kwargs
   kLayer,   // through VisionAttention.forward, which always passes the keys
             // sequence_lengths, max_seqlen and output_ws (None when absent)
+  kTower,   // transformers: the vision tower's forward(hidden_states, grid_thw,
+            // **kwargs), which makes cu_seqlens (and its max) from grid_thw
+            // before its first block's VisionAttention
 };
 
-absl::string_view EntryName(Entry entry);  // "direct", "layer"
+absl::string_view EntryName(Entry entry);  // "direct", "layer", "tower"
 absl::StatusOr<Entry> ParseEntry(absl::string_view name);
 
 // What a hardened builder proved about the metadata it built, recorded on

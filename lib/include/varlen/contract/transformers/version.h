@@ -65,6 +65,10 @@ struct TransformersBehavior {
   // sdpa_attention_forward's final reshape of an empty segment's output
   // raises (5.25.0); older bands return the empty output.
   bool sdpa_empty_segment_raises = true;
+  // The tower takes a caller's precomputed cu_seqlens from its **kwargs
+  // (get_vision_cu_seqlens pops it, 5.x); 4.57.x computes its own inline and
+  // passes the caller's beside it to every block.
+  bool tower_takes_precomputed_cu_seqlens = true;
 };
 
 const TransformersBehavior& BehaviorOf(TransformersVersion version);
