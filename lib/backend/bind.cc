@@ -117,6 +117,13 @@ VarlenAttentionParams KernelCall::params() const {
   return p;
 }
 
+// A buffer the kernel writes, with storage only where q has it: a case too
+// big to run forward binds shape-only tensors to check the kernel's entry.
+Tensor OutputBufferLike(const Tensor& q, DType dtype, Shape shape) {
+  return q.has_storage() ? Tensor::Zeros(dtype, q.device(), std::move(shape))
+                         : Tensor::ShapeOnly(dtype, q.device(), std::move(shape));
+}
+
 // Assembles a KernelCall for packed [T, H, D] q, k, v and a fresh contiguous
 // output [T, Hq, Dv].
 class KernelCallBuilder {
@@ -126,7 +133,7 @@ class KernelCallBuilder {
     call_.q_ = q3;
     call_.k_ = k3;
     call_.v_ = v3;
-    call_.output_ = Tensor::Zeros(output_dtype, q3.device(), {q3.size(0), q3.size(1), v3.size(2)});
+    call_.output_ = OutputBufferLike(q3, output_dtype, {q3.size(0), q3.size(1), v3.size(2)});
     call_.result_shape_ = call_.output_.shape();
     VarlenAttentionParams& p = call_.base_;
     p.input_dtype = q3.dtype();
@@ -274,8 +281,7 @@ absl::StatusOr<KernelCall> BindFlashinferCudnn(const ResolvedArgs& resolved,
     // 1)) from batch_offsets_o, q's offsets: a v head size other than q's
     // writes past the buffer or leaves it misplaced.
     const int64_t heads = q3.size(1), dim_v = v3.size(2);
-    builder.SetOutputBuffer(Tensor::Zeros(q3.dtype(), q3.device(), q3.shape()), heads * dim_v,
-                            dim_v);
+    builder.SetOutputBuffer(OutputBufferLike(q3, q3.dtype(), q3.shape()), heads * dim_v, dim_v);
   }
   const int64_t batch = args.actual_seq_lens.numel();
   for (const Tensor* t : {&args.actual_seq_lens, &args.batch_offsets_qk, &args.batch_offsets_v,

@@ -642,10 +642,40 @@ TEST(ExecutorTest, GeometryOverTheBudgetRunsResolutionOnly) {
               StartsWith("resolution only: the geometry exceeds the CPU budget (819200000000 "
                          "multiply-adds, 81920000 elements) and no GPU oracle runs here: "));
   EXPECT_FALSE(o.numerics.has_value());
-  EXPECT_TRUE(o.kernel.empty());
+  // The kernel's entry was met on the shapes alone.
+  EXPECT_THAT(o.kernel, HasSubstr("flash_attn_varlen_func"));
   EXPECT_EQ(OutcomeToJson(c, "x.json", o)["resolution_only"], o.resolution_only_reason);
   EXPECT_THAT(FormatOutcomeText(c, "x.json", o),
               HasSubstr("  outcome:    success (resolution only: the geometry exceeds"));
+}
+
+// A call over the budget still meets the kernel's entry checks, which need
+// shapes, not values: FlashAttention 4's DSL refuses transformers 5.14.1's
+// 0-d tensor max whatever the geometry.
+TEST(ExecutorTest, GeometryOverTheBudgetStillMeetsTheKernelEntry) {
+  if (GpuReferenceAvailable().ok()) GTEST_SKIP() << "a GPU runs this geometry's oracle here";
+  const Case c = ParseOrDie(json::parse(R"({
+    "name": "fa4-tensor-max-over-budget",
+    "source": "unit test",
+    "engine": "transformers",
+    "transformers": "5.14.1",
+    "mode": "faithful",
+    "geometry": {"seq_lens": [20000], "num_heads": 16, "head_dim": 64, "dtype": "bfloat16"},
+    "call": {
+      "profile": "flash_attention_4",
+      "entry": "layer",
+      "cu_seqlens": {"tensor": [0, 20000], "dtype": "int32", "device": "cuda"}
+    }
+  })"));
+  CaseRunner runner(c);
+  EXPECT_FALSE(runner.runs_forward());
+  const Outcome o = runner.Run(Reference());
+  EXPECT_EQ(o.observed, Observed::kError);
+  EXPECT_EQ(o.error_stage, "kernel entry");
+  EXPECT_THAT(FormatPythonError(o.error),
+              HasSubstr("DSLRuntimeError: expects argument #26 (max_seqlen_q) to be one of "
+                        "(Int32, int, NoneType), but got torch.Tensor"));
+  EXPECT_TRUE(o.resolution_only_reason.empty());
 }
 
 TEST(ExecutorTest, GeometryOverBothBudgetsRunsResolutionOnlyEverywhere) {
