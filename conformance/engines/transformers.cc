@@ -59,6 +59,39 @@ ArgLiteral GenGridThw(const std::vector<int64_t>& lengths) {
   return grid;
 }
 
+// A tower with windows (Qwen2.5-VL's first block): windows holding one
+// frame each, Qwen2.5-VL's config, or small windows that cut the frames; now
+// and then with the caller's window_index, cu_window_seqlens (alone or as a
+// pair) and max_window_seqlen.
+template <typename CuForm, typename MaxForm>
+void GenTowerWindows(Case* c, const CuForm& cu_form, const MaxForm& max_form) {
+  CallSpec& call = c->call;
+  const int64_t tokens = c->geometry.total_tokens();
+  switch (*rc::gen::inRange(0, 3)) {
+    case 0:
+      call.windows = OneWindowPerFrame(FrameGridOf(c->geometry.seq_lens));
+      break;
+    case 1:
+      call.windows = TowerWindows{};
+      break;
+    default:
+      call.windows = TowerWindows{.window_size = *rc::gen::inRange<int64_t>(1, 9),
+                                  .patch_size = 1,
+                                  .spatial_merge_size = *rc::gen::inRange<int64_t>(1, 3)};
+      call.windows->window_size *= call.windows->spatial_merge_size;
+      break;
+  }
+  const int64_t unit = call.windows->merge_unit();
+  if (*rc::gen::inRange(0, 4) == 0 && tokens % unit == 0) {
+    std::vector<int64_t> cells(static_cast<size_t>(tokens / unit));
+    for (size_t i = 0; i < cells.size(); ++i) cells[i] = static_cast<int64_t>(i);
+    call.kwargs.emplace_back("window_index",
+                             ArgLiteral::IntTensor(cells, DType::kInt64, Device::kCuda));
+  }
+  if (*rc::gen::inRange(0, 4) == 0) call.kwargs.emplace_back("cu_window_seqlens", cu_form());
+  if (*rc::gen::inRange(0, 4) == 0) call.kwargs.emplace_back("max_window_seqlen", max_form());
+}
+
 // A wild case's call made a transformers call: VisionAttention with the
 // tower's cu_seqlens and keywords, or the attention interface with its
 // keywords, each now and then in another of the forms GenArg draws, or left
@@ -93,6 +126,8 @@ void MakeTransformersCall(Case* c) {
       call.kwargs.emplace_back("grid_thw", GenGridThw(g.seq_lens));
       if (*rc::gen::inRange(0, 4) == 0) call.kwargs.emplace_back("cu_seqlens", cu_form());
       if (*rc::gen::inRange(0, 3) == 0) call.kwargs.emplace_back("max_seqlen", max_form());
+      call.windows.reset();
+      if (*rc::gen::inRange(0, 3) == 0) GenTowerWindows(c, cu_form, max_form);
       return;
     }
     call.cu_seqlens = cu_form();
@@ -145,6 +180,12 @@ std::vector<CallForm> TransformersWellFormedForms(const Case& c) {
   add("through the layer with the tower's max_seqlen", true, Entry::kLayer, as_is);
   add("through the tower", false, Entry::kTower, as_is);
   add("through the tower with a precomputed max_seqlen", true, Entry::kTower, as_is);
+  add("through a tower with windows, one per frame", false, Entry::kTower, [](CallSpec* call) {
+    if (call->entry != Entry::kTower) return;
+    for (const auto& [key, value] : call->kwargs) {
+      if (key == "grid_thw") call->windows = OneWindowPerFrame(value);
+    }
+  });
   if (!IsTransformersFlash(profile)) return forms;
   add("the attention interface", false, Entry::kDirect, as_is);
   add("the attention interface, scaling None", false, Entry::kDirect,

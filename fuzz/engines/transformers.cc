@@ -60,6 +60,16 @@ void DecodeTransformersCall(DecodeContext& in, Profile profile, Case* c) {
     for (const char* key : {"cu_seqlens", "max_seqlen"}) {
       if (in.ConsumeIntegralInRange<int>(0, 3) == 0) call.kwargs.emplace_back(key, in.Arg(1));
     }
+    if (in.ConsumeIntegralInRange<int>(0, 3) == 0) {
+      // A tower with windows (Qwen2.5-VL), of small sizes, and its keywords.
+      call.windows = TowerWindows{.window_size = in.ConsumeIntegralInRange<int64_t>(1, 8),
+                                  .patch_size = 1,
+                                  .spatial_merge_size = in.ConsumeIntegralInRange<int64_t>(1, 2)};
+      call.windows->window_size *= call.windows->spatial_merge_size;
+      for (const char* key : {"window_index", "cu_window_seqlens", "max_window_seqlen"}) {
+        if (in.ConsumeIntegralInRange<int>(0, 3) == 0) call.kwargs.emplace_back(key, in.Arg(1));
+      }
+    }
   } else if (call.entry == Entry::kLayer) {
     call.rotary = in.ConsumeBool();
     call.cu_seqlens = in.Arg(/*depth=*/1);
@@ -86,6 +96,7 @@ void BlendWithCorrectTransformersCall(DecodeContext& in, Case* c, int taken) {
   CallSpec& call = c->call;
   call.layout = wild.layout;
   call.rotary = wild.rotary && call.entry != Entry::kDirect;
+  if (call.entry == Entry::kTower) call.windows = wild.windows;
   for (int i = 0; i < taken; ++i) {
     if (call.entry == Entry::kLayer && in.ConsumeIntegralInRange<int>(0, 3) == 0) {
       call.cu_seqlens = wild.cu_seqlens;

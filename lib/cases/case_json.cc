@@ -387,13 +387,37 @@ absl::StatusOr<VllmMetadataSpec> ReadVllmMetadata(const json& j, const std::stri
   return m;
 }
 
+// Each size defaults to Qwen2.5-VL's vision config.
+absl::StatusOr<TowerWindows> ReadTowerWindows(const json& j, const std::string& path) {
+  VARLEN_ASSIGN_OR_RETURN(
+      ObjectReader r,
+      ObjectReader::Open(j, path, {"window_size", "patch_size", "spatial_merge_size"}));
+  TowerWindows w;
+  for (auto [key, field] :
+       {std::pair{"window_size", &w.window_size}, std::pair{"patch_size", &w.patch_size},
+        std::pair{"spatial_merge_size", &w.spatial_merge_size}}) {
+    const json* value = r.Optional(key);
+    if (value == nullptr) continue;
+    VARLEN_ASSIGN_OR_RETURN(*field, ReadInt(*value, r.Path(key)));
+    if (*field < 1) {
+      return PathError(r.Path(key), absl::StrCat(*field, " is below 1: a config size is positive"));
+    }
+  }
+  if (w.cells_per_side() < 1) {
+    return PathError(path, absl::StrCat("window_size // spatial_merge_size // patch_size is ",
+                                        w.window_size, " // ", w.spatial_merge_size, " // ",
+                                        w.patch_size, " = 0: a window must hold a merged cell"));
+  }
+  return w;
+}
+
 absl::StatusOr<CallSpec> ReadCall(const json& j, const std::string& path, Engine engine) {
   VARLEN_ASSIGN_OR_RETURN(
       ObjectReader r,
-      ObjectReader::Open(
-          j, path,
-          {"profile", "entry", "graph_mode", "layout", "merged_heads", "rotary", "qkv_device",
-           "bsz", "seq_len", "cu_seqlens", "forward_metadata", "vllm_metadata", "kwargs", "sdpa"}));
+      ObjectReader::Open(j, path,
+                         {"profile", "entry", "graph_mode", "layout", "merged_heads", "rotary",
+                          "windows", "qkv_device", "bsz", "seq_len", "cu_seqlens",
+                          "forward_metadata", "vllm_metadata", "kwargs", "sdpa"}));
   CallSpec c;
   {
     VARLEN_ASSIGN_OR_RETURN(const json* profile, r.Required("profile"));
@@ -410,6 +434,12 @@ absl::StatusOr<CallSpec> ReadCall(const json& j, const std::string& path, Engine
   }
   if (const json* rotary = r.Optional("rotary")) {
     VARLEN_ASSIGN_OR_RETURN(c.rotary, ReadBool(*rotary, r.Path("rotary")));
+  }
+  if (const json* windows = r.Optional("windows"); windows != nullptr && !windows->is_null()) {
+    VARLEN_ASSIGN_OR_RETURN(c.windows, ReadTowerWindows(*windows, r.Path("windows")));
+    if (c.entry != Entry::kTower) {
+      return PathError(r.Path("windows"), "windows are a vision tower's: use entry \"tower\"");
+    }
   }
   if (const json* device = r.Optional("qkv_device"); device != nullptr && !device->is_null()) {
     VARLEN_ASSIGN_OR_RETURN(std::string name, ReadString(*device, r.Path("qkv_device")));
@@ -854,6 +884,11 @@ json CaseToJson(const Case& c) {
   }
   if (c.call.merged_heads) call["merged_heads"] = true;
   if (c.call.rotary) call["rotary"] = true;
+  if (c.call.windows.has_value()) {
+    call["windows"] = {{"window_size", c.call.windows->window_size},
+                       {"patch_size", c.call.windows->patch_size},
+                       {"spatial_merge_size", c.call.windows->spatial_merge_size}};
+  }
   if (c.call.qkv_device.has_value()) call["qkv_device"] = DeviceName(*c.call.qkv_device);
   if (c.call.bsz.has_value()) call["bsz"] = *c.call.bsz;
   if (c.call.seq_len.has_value()) call["seq_len"] = *c.call.seq_len;

@@ -147,6 +147,7 @@ AttentionCall MaterializeCall(const Case& c, const QkvTensors& qkv) {
   call.entry = c.call.entry;
   call.graph_mode = c.call.graph_mode;
   call.rotary = c.call.rotary;
+  call.tower_windows = c.call.windows;
   call.sdpa = c.call.sdpa;
   call.version = c.engine_version();
   call.platform = c.platform;

@@ -310,6 +310,16 @@ nb::dict DescribeCall(const AttentionCall& call, Profile profile) {
   d["entry"] = std::string(EntryName(call.entry));
   // transformers' layer: whether the rotary embedding made q and k dense.
   d["rotary"] = call.rotary;
+  // transformers' tower: its window config (None: one segment per frame).
+  if (call.tower_windows.has_value()) {
+    nb::dict windows;
+    windows["window_size"] = call.tower_windows->window_size;
+    windows["patch_size"] = call.tower_windows->patch_size;
+    windows["spatial_merge_size"] = call.tower_windows->spatial_merge_size;
+    d["windows"] = windows;
+  } else {
+    d["windows"] = nb::none();
+  }
   d["graph_mode"] = call.graph_mode;
   d["q"] = describe.Tensor(seen.q);
   d["k"] = describe.Tensor(seen.k);

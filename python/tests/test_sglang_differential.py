@@ -104,6 +104,27 @@ def test_repeat_interleave_reads_device_repeats_twice():
     assert len(ledger.host_syncs) == 4
 
 
+def test_unique_consecutive_reads_its_length_and_tensor_copies_to_the_device():
+    # ATen's CUDA unique_consecutive reads its output's length on the host
+    # for a non-empty input; torch.tensor(host data, device=cuda) copies.
+    e = engine("0.5.23")
+    seen = {}
+
+    def body():
+        offsets = torch.tensor([0, 64, 96, 96, 96], device="cuda", dtype=torch.int32)
+        seen["on_device"] = e.device.is_device(offsets)
+        unique = torch.unique_consecutive(offsets)
+        seen["unique"] = e.device.plain(unique).tolist()
+        torch.unique_consecutive(offsets[:0])  # empty: no read
+        torch.unique_consecutive(torch.tensor([1, 1]))  # host: no sync
+        torch.tensor([1, 2])  # host: no copy
+
+    ledger = counted(e, body)
+    assert seen == {"on_device": True, "unique": [0, 64, 96]}
+    assert len(ledger.host_syncs) == 1
+    assert len(ledger.host_to_device_copies) == 1
+
+
 def test_moves_copy_as_torch_does_and_views_keep_their_strides():
     e = engine("0.5.23")
     base = torch.zeros(6, dtype=torch.int32)

@@ -102,7 +102,8 @@ TEST(ParseCaseTest, UnknownNestedFields) {
   j["call"]["max_seqlen"] = 5;
   EXPECT_EQ(ErrorFor(j),
             "x.json: $.call.max_seqlen: unknown field (expected one of: profile, entry, "
-            "graph_mode, layout, merged_heads, rotary, qkv_device, bsz, seq_len, cu_seqlens, "
+            "graph_mode, layout, merged_heads, rotary, windows, qkv_device, bsz, seq_len, "
+            "cu_seqlens, "
             "forward_metadata, vllm_metadata, kwargs, sdpa)");
 
   j = Minimal();
@@ -515,6 +516,30 @@ TEST(ParseCaseTest, QkvDeviceDefaultsToTheProfilesPlatform) {
   EXPECT_TRUE(ParseOrDie(WriteCase(c)) == c);
   j["call"]["qkv_device"] = "npu";
   EXPECT_EQ(ErrorFor(j), "x.json: $.call.qkv_device: device \"npu\" is not one of cpu, cuda");
+}
+
+TEST(ParseCaseTest, TowerWindowsDefaultToQwen25VlsConfig) {
+  json j = Minimal();
+  j["engine"] = "transformers";
+  j["call"] = json::parse(R"({"profile": "flash_attention_2", "entry": "tower", "windows": {},
+    "kwargs": {"grid_thw": {"tensor": [1, 2, 4], "dtype": "int64", "device": "cuda",
+                            "shape": [1, 3]}}})");
+  Case c = ParseOrDie(j.dump());
+  ASSERT_TRUE(c.call.windows.has_value());
+  EXPECT_EQ(*c.call.windows,
+            (TowerWindows{.window_size = 112, .patch_size = 14, .spatial_merge_size = 2}));
+  EXPECT_TRUE(ParseOrDie(WriteCase(c)) == c);
+  j["call"]["windows"] = {{"window_size", 10}};
+  EXPECT_EQ(ErrorFor(j),
+            "x.json: $.call.windows: window_size // spatial_merge_size // patch_size is 10 // 2 "
+            "// 14 = 0: a window must hold a merged cell");
+  j["call"]["windows"] = {{"patch_size", 0}};
+  EXPECT_EQ(ErrorFor(j),
+            "x.json: $.call.windows.patch_size: 0 is below 1: a config size is positive");
+  j["call"]["windows"] = json::object();
+  j["call"]["entry"] = "layer";
+  EXPECT_EQ(ErrorFor(j),
+            "x.json: $.call.windows: windows are a vision tower's: use entry \"tower\"");
 }
 
 // ---------------------------------------------------------------------------

@@ -284,6 +284,86 @@ TEST(TransformersTowerTest, PrecomputedValuesByBand) {
       HasSubstr("its frames hold 40 tokens, q holds 41"));
 }
 
+TEST(TransformersTowerTest, WindowsFromTheGridByBand) {
+  // Qwen2.5-VL's config (windows of 4 x 4 merged cells of 2 x 2 patches): a
+  // video of two 8 x 12 frames (4 x 6 cells each) and a 4 x 4 image.
+  const std::vector<int64_t> grid = {2, 8, 12, 1, 4, 4};
+  AttentionCall call = TowerCall(grid, 208, k5_25);
+  call.tower_windows = TowerWindows{};
+  Resolution r = Resolve(call, Profile::kTfFlashAttention2, Mode::kFaithful);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  // Per frame a 4 x 4 and a 4 x 2 window (the padded row and column of
+  // empty windows dropped by unique_consecutive), then the image's 2 x 2.
+  EXPECT_THAT(Ints(Flash(r).cu_seqlens.as_tensor()), ElementsAre(0, 64, 96, 160, 192, 208));
+  EXPECT_EQ(Flash(r).cu_seqlens.as_tensor().device(), Device::kCuda);
+  EXPECT_EQ(Flash(r).max_seqlen.as_int(), 64);
+  // The frames' two repeat_interleave reads and max, grid_thw.tolist(),
+  // unique_consecutive's length and the windows' max.
+  EXPECT_EQ(r.counts().host_syncs, 6);
+  EXPECT_EQ(r.counts().host_to_device_copies, 1);
+  // A window wider than every frame: one window per frame.
+  call.tower_windows = TowerWindows{.window_size = 1000};
+  r = Resolve(call, Profile::kTfFlashAttention2, Mode::kFaithful);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_THAT(Ints(Flash(r).cu_seqlens.as_tensor()), ElementsAre(0, 96, 192, 208));
+  // 4.57.6 on a host grid: the offsets on q's device; on a device grid its
+  // 0-d reads are not modelled.
+  call.tower_windows = TowerWindows{};
+  call = TowerCall(grid, 208, k4_57, Device::kCpu);
+  call.tower_windows = TowerWindows{};
+  r = Resolve(call, Profile::kTfFlashAttention2, Mode::kFaithful);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(Flash(r).cu_seqlens.as_tensor().device(), Device::kCuda);
+  call = TowerCall(grid, 208, k4_57);
+  call.tower_windows = TowerWindows{};
+  EXPECT_EQ(Resolve(call, Profile::kTfFlashAttention2, Mode::kFaithful).status.code(),
+            absl::StatusCode::kUnimplemented);
+  // Frames that are not whole merged cells fail in the tower before
+  // attention: not modelled; hardened names the rule.
+  call = TowerCall({1, 3, 4}, 12, k5_25);
+  call.tower_windows = TowerWindows{};
+  EXPECT_EQ(Resolve(call, Profile::kTfFlashAttention2, Mode::kFaithful).status.code(),
+            absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(
+      std::string(Resolve(call, Profile::kTfFlashAttention2, Mode::kHardened).status.message()),
+      HasSubstr("image 0 has h, w = 3, 4; each must be a multiple of spatial_merge_size 2"));
+}
+
+TEST(TransformersTowerTest, PrecomputedWindowsByBand) {
+  const std::vector<int64_t> grid = {1, 8, 12};
+  AttentionCall call = TowerCall(grid, 96, k5_25);
+  call.tower_windows = TowerWindows{};
+  // Alone, cu_window_seqlens is popped and dropped: the windows are the grid's.
+  call.kwargs.set("cu_window_seqlens", Value::FromTensor(IntTensor({0, 96})));
+  Resolution r = Resolve(call, Profile::kTfFlashAttention2, Mode::kFaithful);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_THAT(Ints(Flash(r).cu_seqlens.as_tensor()), ElementsAre(0, 64, 96));
+  ExpectPyError(Resolve(call, Profile::kTfFlashAttention2, Mode::kHardened).status,
+                PyErrorKind::kValueError,
+                "cu_window_seqlens is given without window_index: the tower takes the two "
+                "together or recomputes both, dropping the one given");
+  // With window_index, both are used as given, and the windows' max is
+  // the caller's when given.
+  std::vector<int64_t> cells(24);
+  for (int64_t i = 0; i < 24; ++i) cells[static_cast<size_t>(i)] = i;
+  call.kwargs.set("window_index",
+                  Value::FromTensor(Tensor::FromInts(cells, DType::kInt64, Device::kCuda)));
+  call.kwargs.set("max_window_seqlen", Value::Int(50));
+  r = Resolve(call, Profile::kTfFlashAttention2, Mode::kFaithful);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_THAT(Ints(Flash(r).cu_seqlens.as_tensor()), ElementsAre(0, 96));
+  EXPECT_EQ(Flash(r).max_seqlen.as_int(), 50);
+  EXPECT_THAT(
+      std::string(Resolve(call, Profile::kTfFlashAttention2, Mode::kHardened).status.message()),
+      HasSubstr("a precomputed window_index must be the tower's own (24 merged cells in window "
+                "order)"));
+  // 5.14.1 pops the pair but not max_window_seqlen, which reaches the block.
+  call.version = k5_14;
+  r = Resolve(call, Profile::kTfFlashAttention2, Mode::kFaithful);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_THAT(Ints(Flash(r).cu_seqlens.as_tensor()), ElementsAre(0, 96));
+}
+
 // A function a user registers in AttentionInterface, as the layer calls it.
 TEST(TransformersFunctionTest, TheLayerCallsItOnceOverThePackOrOncePerImage) {
   // 5.14.1, a flash name: one call, the max a 0-d tensor, the caller's

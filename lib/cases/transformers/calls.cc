@@ -104,6 +104,14 @@ ArgLiteral FrameGridOf(const std::vector<int64_t>& lengths) {
   return grid;
 }
 
+TowerWindows OneWindowPerFrame(const ArgLiteral& grid) {
+  int64_t side = 1;
+  for (size_t i = 0; i + 2 < grid.tensor.ints.size(); i += 3) {
+    side = std::max({side, grid.tensor.ints[i + 1], grid.tensor.ints[i + 2]});
+  }
+  return TowerWindows{.window_size = side + 1, .patch_size = 1, .spatial_merge_size = 1};
+}
+
 namespace {
 
 // What a tower passes: int32 offsets on the device, one per frame (a grid

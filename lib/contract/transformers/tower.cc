@@ -11,11 +11,26 @@
 //           the same, then get_max_seqlen: a caller's max_seqlen, else one
 //           .item() for a flash name, else None; every block receives both
 //
+// A tower with windows (call.tower_windows; Qwen2.5-VL, whose first block
+// attends within windows) makes those as well, and its first block takes
+// them in place of the frames:
+//
+//   4.57.6  self.get_window_index(grid_thw) on a host grid (a device grid's
+//           0-d reads are not modelled), torch.tensor(..., device=
+//           hidden_states.device), torch.unique_consecutive
+//   5.x     get_vision_window_index(grid_thw, ..., kwargs=kwargs): a
+//           caller's window_index and cu_window_seqlens when both are given
+//           (both popped either way), else grid_thw.tolist(), the offsets
+//           on grid_thw's device, torch.unique_consecutive; 5.25.0 then
+//           get_max_seqlen(cu_window_seqlens, kwarg_name="max_window_seqlen")
+//
 // The tower's other reads of grid_thw (position ids, rotary and position
-// embeddings, Qwen2.5-VL's windows) are not attention's: not modelled, and
-// their host syncs not counted.
+// embeddings) are not attention's: not modelled, and their host syncs not
+// counted.
 
+#include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -130,12 +145,154 @@ absl::StatusOr<Value> FrameOffsets(const Value& grid_value) {
   return Value::FromTensor(Tensor::FromInts(offsets, DType::kInt32, grid.device()));
 }
 
+// The windows of a grid whose sizes are checked (positive, h and w whole
+// merged cells, every patch a token of q), in get_vision_window_index's
+// order: per frame, the padded grid of merged cells cut into windows of
+// cells_per_side x cells_per_side, row by row (a side that divides evenly
+// gains a row or column of empty windows).
+struct Windows {
+  std::vector<int64_t> offsets;  // cu_window_seqlens, empty windows included
+  std::vector<int64_t> index;    // window_index: merged cells in window order
+};
+
+Windows WindowsOf(const std::vector<int64_t>& sizes, const TowerWindows& config) {
+  const int64_t side = config.cells_per_side(), merge = config.spatial_merge_size;
+  Windows windows;
+  windows.offsets = {0};
+  int64_t first_cell = 0;
+  for (size_t i = 0; i < sizes.size(); i += 3) {
+    const int64_t t = sizes[i], rows = sizes[i + 1] / merge, cols = sizes[i + 2] / merge;
+    const int64_t windows_h = rows / side + 1, windows_w = cols / side + 1;  // padded
+    for (int64_t f = 0; f < t; ++f) {
+      for (int64_t wh = 0; wh < windows_h; ++wh) {
+        for (int64_t ww = 0; ww < windows_w; ++ww) {
+          int64_t cells = 0;
+          for (int64_t r = wh * side; r < std::min(rows, (wh + 1) * side); ++r) {
+            for (int64_t c = ww * side; c < std::min(cols, (ww + 1) * side); ++c) {
+              windows.index.push_back(first_cell + (f * rows + r) * cols + c);
+              ++cells;
+            }
+          }
+          windows.offsets.push_back(windows.offsets.back() + cells * config.merge_unit());
+        }
+      }
+    }
+    first_cell += t * rows * cols;
+  }
+  return windows;
+}
+
+// torch.unique_consecutive of non-decreasing offsets: the empty windows go.
+std::vector<int64_t> UniqueConsecutive(std::vector<int64_t> values) {
+  values.erase(std::unique(values.begin(), values.end()), values.end());
+  return values;
+}
+
+// Faithful: the grid's sizes when the tower's permutation into windows
+// (hidden_states[window_index] after a reshape into merged cells) holds q's
+// tokens; anything else fails in the tower before attention, with torch's
+// messages about shapes that are not modelled.
+absl::StatusOr<std::vector<int64_t>> SizesForWindows(const Value& grid, const TowerWindows& config,
+                                                     int64_t tokens) {
+  VARLEN_RETURN_IF_ERROR(CheckGridReachesSeqlens(grid));
+  const Tensor& t = grid.as_tensor();
+  std::vector<int64_t> sizes;
+  int64_t patches = 0;
+  for (int64_t i = 0; i < t.size(0); ++i) {
+    const int64_t frames = GridAt(t, i, 0), h = GridAt(t, i, 1), w = GridAt(t, i, 2);
+    if (h % config.spatial_merge_size != 0 || w % config.spatial_merge_size != 0) {
+      return absl::UnimplementedError(absl::StrCat(
+          "transformers: grid_thw row ", i, " (", frames, ", ", h, ", ", w,
+          ") is not whole merged cells of spatial_merge_size ", config.spatial_merge_size,
+          ": the tower's patch merge fails first (not modelled)"));
+    }
+    if (h > tokens || w > tokens || frames > tokens || frames * h > tokens ||
+        frames * h * w > tokens - patches) {
+      patches = tokens + 1;
+      break;
+    }
+    patches += frames * h * w;
+    sizes.insert(sizes.end(), {frames, h, w});
+  }
+  if (patches != tokens) {
+    return absl::UnimplementedError(absl::StrCat(
+        "transformers: grid_thw's patches are not q's ", tokens,
+        " tokens: the tower's permutation into windows fails before attention (not modelled)"));
+  }
+  return sizes;
+}
+
+// A caller's window_index as the tower indexes the hidden states with it,
+// reshaped into merged cells of `unit` tokens: an integer vector of one
+// entry per cell, each a cell. Anything else fails in the tower before
+// attention.
+absl::Status CheckWindowIndexIndexes(const Value& index, int64_t tokens, int64_t unit) {
+  const int64_t cells = tokens / unit;
+  if (tokens % unit == 0 && index.is_tensor() && index.as_tensor().has_storage() &&
+      index.as_tensor().dim() == 1 && IsIntegral(index.as_tensor().dtype()) &&
+      index.as_tensor().numel() == cells) {
+    const Tensor& t = index.as_tensor();
+    bool in_range = true;
+    for (int64_t i = 0; i < t.numel() && in_range; ++i) {
+      in_range = t.IntAtLogical(i) >= 0 && t.IntAtLogical(i) < cells;
+    }
+    if (in_range) return absl::OkStatus();
+  }
+  return absl::UnimplementedError(
+      absl::StrCat("transformers: window_index is not an index of q's ", tokens,
+                   " tokens as merged cells of ", unit,
+                   ": the tower's hidden_states[window_index] fails before attention (not "
+                   "modelled)"));
+}
+
+// The offsets a tower with windows hands its first block, faithfully.
+// `rest` is the tower's **kwargs; 5.x pops window_index and
+// cu_window_seqlens from it.
+absl::StatusOr<Value> WindowOffsets(const ResolveContext& ctx, const TransformersBehavior& band,
+                                    const TowerWindows& config, const Value& grid, Kwargs* rest) {
+  const int64_t tokens = ctx.call.q.size(0);
+  if (band.tower_windows_from_vision_utils) {
+    const Value index = rest->get("window_index"), given = rest->get("cu_window_seqlens");
+    rest->erase("window_index");
+    rest->erase("cu_window_seqlens");
+    if (!index.is_none() && !given.is_none()) {
+      VARLEN_RETURN_IF_ERROR(CheckWindowIndexIndexes(index, tokens, config.merge_unit()));
+      ctx.Note("tower: the caller's window_index and cu_window_seqlens, used as they are");
+      return given;
+    }
+  }
+  VARLEN_ASSIGN_OR_RETURN(const std::vector<int64_t> sizes, SizesForWindows(grid, config, tokens));
+  const bool device_grid = grid.as_tensor().device() == Device::kCuda;
+  Device device = grid.as_tensor().device();
+  if (!band.tower_windows_from_vision_utils) {
+    if (device_grid) {
+      return absl::UnimplementedError(
+          "transformers 4.57.6: get_window_index iterates a device grid_thw as 0-d tensors, "
+          "whose host reads in torch.arange, F.pad, reshape and .item() are not modelled");
+    }
+    device = ctx.call.q.device();  // hidden_states.device
+  } else if (device_grid) {
+    RecordDeviceEvent(DeviceEventKind::kHostSync, "get_vision_window_index: grid_thw.tolist()");
+  }
+  const std::vector<int64_t> offsets = UniqueConsecutive(WindowsOf(sizes, config).offsets);
+  if (device == Device::kCuda) {
+    RecordDeviceEvent(DeviceEventKind::kHostToDeviceCopy,
+                      "torch.tensor(cu_window_seqlens, device=...)");
+    // ATen's CUDA unique_consecutive reads its output's length on the host.
+    RecordDeviceEvent(DeviceEventKind::kHostSync, "torch.unique_consecutive: the length .item()");
+  }
+  ctx.Note(absl::StrCat("tower: cu_window_seqlens from grid_thw, ", offsets.size() - 1,
+                        " non-empty windows of ", config.cells_per_side(), " x ",
+                        config.cells_per_side(), " merged cells (int32, on ", DeviceName(device),
+                        ")"));
+  return Value::FromTensor(Tensor::FromInts(offsets, DType::kInt32, device));
+}
+
 // Hardened: grid_thw is an integer [N, 3] tensor of positive sizes whose
-// frames hold q's tokens, read once on the host; a precomputed cu_seqlens
-// must be its frames' offsets. The offsets it makes live where q does
-// (wherever the grid was left).
-absl::StatusOr<Value> HardenedFrameOffsets(const ResolveContext& ctx, const Value& grid_value,
-                                           const Value& precomputed) {
+// patches are q's tokens, read once on the host. Returns its sizes.
+absl::StatusOr<std::vector<int64_t>> HardenedGridSizes(const ResolveContext& ctx,
+                                                       const Value& grid_value,
+                                                       const std::optional<TowerWindows>& windows) {
   const auto refuse = [&](absl::string_view rule) {
     return PythonError(PyErrorKind::kValueError,
                        absl::StrCat("grid_thw is ", grid_value.Repr(), ": ", rule));
@@ -145,44 +302,96 @@ absl::StatusOr<Value> HardenedFrameOffsets(const ResolveContext& ctx, const Valu
       !grid_value.as_tensor().has_storage()) {
     return refuse("the tower takes an integer tensor of shape [images, 3] (t, h, w per image)");
   }
-  const Tensor& grid = grid_value.as_tensor();
-  const std::vector<int64_t> sizes = grid.ToHostInts("grid_thw.tolist()");
+  const std::vector<int64_t> sizes = grid_value.as_tensor().ToHostInts("grid_thw.tolist()");
   const int64_t tokens = ctx.call.q.size(0);
-  std::vector<int64_t> offsets = {0};
+  int64_t patches = 0;
   for (size_t i = 0; i < sizes.size(); i += 3) {
     const int64_t t = sizes[i], h = sizes[i + 1], w = sizes[i + 2];
     if (t < 1 || h < 1 || w < 1) {
       return refuse(absl::StrCat("image ", i / 3, " has t, h, w = ", t, ", ", h, ", ", w,
                                  "; each must be at least 1"));
     }
-    for (int64_t f = 0; f < t; ++f) {  // every frame holds a token: at most `tokens` steps
-      if (h > tokens / w || offsets.back() + h * w > tokens) {
-        return refuse(absl::StrCat("its frames hold more than the ", tokens, " tokens of q"));
-      }
-      offsets.push_back(offsets.back() + h * w);
+    if (windows.has_value() &&
+        (h % windows->spatial_merge_size != 0 || w % windows->spatial_merge_size != 0)) {
+      return refuse(absl::StrCat("image ", i / 3, " has h, w = ", h, ", ", w,
+                                 "; each must be a multiple of spatial_merge_size ",
+                                 windows->spatial_merge_size));
     }
+    if (h > tokens / w || t > tokens / (h * w) || t * h * w > tokens - patches) {
+      return refuse(absl::StrCat("its frames hold more than the ", tokens, " tokens of q"));
+    }
+    patches += t * h * w;
   }
-  if (offsets.back() != tokens) {
-    return refuse(absl::StrCat("its frames hold ", offsets.back(), " tokens, q holds ", tokens));
+  if (patches != tokens) {
+    return refuse(absl::StrCat("its frames hold ", patches, " tokens, q holds ", tokens));
   }
+  return sizes;
+}
+
+// Hardened: the offsets `what` of the grid's `whose` ("frames", "windows"),
+// made on q's device, or a caller's `precomputed` ones when they are the same.
+absl::StatusOr<Value> HardenedOffsets(const ResolveContext& ctx,
+                                      const std::vector<int64_t>& offsets, absl::string_view what,
+                                      absl::string_view whose, const Value& precomputed) {
   if (precomputed.is_none()) {
     const Device device = ctx.call.q.device();
     if (device == Device::kCuda) {
       RecordDeviceEvent(DeviceEventKind::kHostToDeviceCopy,
-                        "torch.tensor(frame offsets, device=q.device)");
+                        absl::StrCat("torch.tensor(", what, ", device=q.device)"));
     }
     return Value::FromTensor(Tensor::FromInts(offsets, DType::kInt32, device));
   }
   if (!precomputed.is_tensor()) return precomputed;  // the layer names it
   VARLEN_ASSIGN_OR_RETURN(const std::vector<int64_t> given,
-                          CheckTokenOffsets(precomputed.as_tensor(), "cu_seqlens", std::nullopt));
+                          CheckTokenOffsets(precomputed.as_tensor(), what, std::nullopt));
   if (given != offsets) {
     return PythonError(PyErrorKind::kValueError,
-                       absl::StrCat("cu_seqlens is [", absl::StrJoin(given, ", "),
-                                    "], grid_thw's frames are [", absl::StrJoin(offsets, ", "),
-                                    "]: a precomputed cu_seqlens must be the tower's own"));
+                       absl::StrCat(what, " is [", absl::StrJoin(given, ", "), "], grid_thw's ",
+                                    whose, " are [", absl::StrJoin(offsets, ", "),
+                                    "]: a precomputed ", what, " must be the tower's own"));
   }
   return precomputed;
+}
+
+// The frames' offsets of checked grid sizes.
+std::vector<int64_t> FrameOffsetsOf(const std::vector<int64_t>& sizes) {
+  std::vector<int64_t> offsets = {0};
+  for (size_t i = 0; i < sizes.size(); i += 3) {
+    for (int64_t f = 0; f < sizes[i]; ++f) {
+      offsets.push_back(offsets.back() + sizes[i + 1] * sizes[i + 2]);
+    }
+  }
+  return offsets;
+}
+
+// Hardened windows: a caller's window_index and cu_window_seqlens together
+// or not at all, each the grid's own.
+absl::StatusOr<Value> HardenedWindowOffsets(const ResolveContext& ctx,
+                                            const std::vector<int64_t>& sizes,
+                                            const TowerWindows& config, const Value& index,
+                                            const Value& given) {
+  if (index.is_none() != given.is_none()) {
+    const absl::string_view present = index.is_none() ? "cu_window_seqlens" : "window_index";
+    const absl::string_view missing = index.is_none() ? "window_index" : "cu_window_seqlens";
+    return PythonError(PyErrorKind::kValueError,
+                       absl::StrCat(present, " is given without ", missing,
+                                    ": the tower takes the two together or recomputes both, "
+                                    "dropping the one given"));
+  }
+  const Windows windows = WindowsOf(sizes, config);
+  if (!index.is_none()) {
+    const bool index_ok = index.is_tensor() && index.as_tensor().has_storage() &&
+                          IsIntegral(index.as_tensor().dtype()) && index.as_tensor().dim() == 1 &&
+                          index.as_tensor().ToHostInts("window_index.tolist()") == windows.index;
+    if (!index_ok) {
+      return PythonError(PyErrorKind::kValueError,
+                         absl::StrCat("window_index is ", index.Repr(),
+                                      ": a precomputed window_index must be the tower's own (",
+                                      windows.index.size(), " merged cells in window order)"));
+    }
+  }
+  return HardenedOffsets(ctx, UniqueConsecutive(windows.offsets), "cu_window_seqlens", "windows",
+                         given);
 }
 
 }  // namespace
@@ -192,36 +401,70 @@ absl::StatusOr<AttentionCall> TowerLayerCall(const AttentionCall& call, Profile 
   const ResolveContext ctx{call, LookedUpKwargs(call.kwargs), mode,
                            BehaviorOf(kLatestSglangVersion), notes};
   const TransformersBehavior& band = TransformersBehaviorOf(ctx);
+  const std::optional<TowerWindows>& windows = call.tower_windows;
   const Value grid = ctx.kwargs.get("grid_thw");
   Kwargs rest;  // the tower's **kwargs after what its helpers pop
   for (const auto& [key, value] : call.kwargs.items()) {
     if (key != "grid_thw") rest.set(key, value);
   }
-  Value cu;
-  if (ctx.hardened() || band.tower_takes_precomputed_cu_seqlens) {
-    cu = rest.get("cu_seqlens");
-    rest.erase("cu_seqlens");
-  }
+  const auto pop = [&rest](absl::string_view key) {
+    Value value = rest.get(key);
+    rest.erase(key);
+    return value;
+  };
   if (ctx.hardened()) {
-    VARLEN_ASSIGN_OR_RETURN(cu, HardenedFrameOffsets(ctx, grid, cu));
-  } else if (cu.is_none()) {
+    VARLEN_ASSIGN_OR_RETURN(const std::vector<int64_t> sizes,
+                            HardenedGridSizes(ctx, grid, windows));
+    VARLEN_ASSIGN_OR_RETURN(Value cu, HardenedOffsets(ctx, FrameOffsetsOf(sizes), "cu_seqlens",
+                                                      "frames", pop("cu_seqlens")));
+    if (windows.has_value()) {
+      // The frames are the full-attention blocks'; this block takes the
+      // windows and their max.
+      const Value index = pop("window_index"), given = pop("cu_window_seqlens");
+      VARLEN_ASSIGN_OR_RETURN(cu, HardenedWindowOffsets(ctx, sizes, *windows, index, given));
+      rest.erase("max_seqlen");
+      if (Value max = pop("max_window_seqlen"); !max.is_none()) rest.set("max_seqlen", max);
+    }
+    VARLEN_RETURN_IF_ERROR(CheckNoDuplicateBlockKeyword(ctx, rest));
+    AttentionCall layer = call;
+    layer.entry = Entry::kLayer;
+    layer.cu_seqlens = cu;
+    layer.kwargs = rest;
+    return layer;
+  }
+
+  Value cu;
+  if (band.tower_takes_precomputed_cu_seqlens) cu = pop("cu_seqlens");
+  if (cu.is_none()) {
     VARLEN_ASSIGN_OR_RETURN(cu, FrameOffsets(grid));
     ctx.Note(
         "tower: cu_seqlens from grid_thw, one segment per frame (int32, on grid_thw's device)");
   } else {
     ctx.Note("tower: the caller's cu_seqlens, used as it is");
   }
-  if (!ctx.hardened() && band.caller_max_wins) {
-    // get_max_seqlen(cu_seqlens, config, kwargs): the caller's wins, else
-    // one .item() where the implementation's name holds "flash".
-    Value max = rest.get("max_seqlen");
-    rest.erase("max_seqlen");
+  // get_max_seqlen(cu, config, kwargs, kwarg_name): the caller's wins, else
+  // one .item() where the implementation's name holds "flash".
+  const auto tower_max = [&](const Value& offsets, absl::string_view key) -> absl::StatusOr<Value> {
+    Value max = pop(key);
     if (max.is_none() && IsFlashName(profile)) {
       const ResolveContext tower{call, LookedUpKwargs(Kwargs{}), mode, ctx.sglang, notes};
-      VARLEN_ASSIGN_OR_RETURN(max, LayerMaxSeqlen(tower, cu));
+      VARLEN_ASSIGN_OR_RETURN(max, LayerMaxSeqlen(tower, offsets));
     }
-    rest.set("max_seqlen", max);  // every block's max_seqlen=max_seqlen
+    return max;
+  };
+  Value max;
+  if (band.caller_max_wins) {
+    VARLEN_ASSIGN_OR_RETURN(max, tower_max(cu, "max_seqlen"));
   }
+  if (windows.has_value()) {
+    // The first block is a window block: the frames and their max go to the
+    // full-attention blocks.
+    VARLEN_ASSIGN_OR_RETURN(cu, WindowOffsets(ctx, band, *windows, grid, &rest));
+    if (band.caller_max_wins) {
+      VARLEN_ASSIGN_OR_RETURN(max, tower_max(cu, "max_window_seqlen"));
+    }
+  }
+  if (band.caller_max_wins) rest.set("max_seqlen", max);  // every block's max_seqlen=...
   VARLEN_RETURN_IF_ERROR(CheckNoDuplicateBlockKeyword(ctx, rest));
   AttentionCall layer = call;
   layer.entry = Entry::kLayer;

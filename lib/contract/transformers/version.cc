@@ -23,7 +23,8 @@ const TransformersBehavior& BehaviorOf(TransformersVersion version) {
                                                    .pads_value_to_query_head_dim = false,
                                                    .module_has_kv_groups = false,
                                                    .sdpa_empty_segment_raises = false,
-                                                   .tower_takes_precomputed_cu_seqlens = false};
+                                                   .tower_takes_precomputed_cu_seqlens = false,
+                                                   .tower_windows_from_vision_utils = false};
   static constexpr TransformersBehavior k5_14_1 = {.substring_flash_gate = true,
                                                    .caller_max_wins = false,
                                                    .kernel_by_name = true,

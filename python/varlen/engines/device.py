@@ -134,6 +134,15 @@ def device_classes(op_namespaces=()) -> "Device":
                     ledger.host_syncs += ["repeat_interleave: cumsum[-1].item()",
                                           "repeat_interleave: (repeats >= 0).all().item()"]
                 return on_device(out)
+            if func in (torch.unique_consecutive, tensor.unique_consecutive) and args and \
+                    is_device(args[0]):
+                # ATen's CUDA unique_consecutive reads its output's length on
+                # the host (compute_unique: length.item()), for a non-empty
+                # input.
+                out = func(*_pytree.tree_map(plain, args), **kwargs)
+                if plain(args[0]).numel() > 0:
+                    ledger.host_syncs.append("unique_consecutive: the output's length .item()")
+                return _pytree.tree_map(on_device, out)
             if func in reads and is_device(args[0]):
                 out = func(plain(args[0]), *args[1:], **kwargs)  # a read that fails reads nothing
                 ledger.host_syncs.append(getattr(func, "__name__", str(func)))
@@ -181,6 +190,8 @@ def device_classes(op_namespaces=()) -> "Device":
                 kwargs["device"] = "cpu"
             flat = _pytree.tree_leaves((args, kwargs))
             any_device = any(is_device(x) for x in flat)
+            if wanted and func in (torch.tensor, torch.as_tensor) and not any_device:
+                ledger.host_to_device_copies.append(f"{func.__name__}(device=cuda)")
             out = func(*_pytree.tree_map(plain, args), **_pytree.tree_map(plain, kwargs))
             if wanted or (any_device and wanted is not False):
                 out = _pytree.tree_map(on_device, out)
@@ -277,6 +288,16 @@ class Observation:
 
 
 # --- the call description's values ---------------------------------------------------------
+
+
+class SingletonCache:
+    """SGLang's SingletonCache as a value a caller may hand an engine that
+    has none (vLLM, transformers): an object of a type the engine does not
+    know, as faithful mode sees it."""
+
+    def __init__(self, data=None):
+        self.data = data
+
 
 
 class Materialized:

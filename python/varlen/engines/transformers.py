@@ -536,6 +536,7 @@ class TransformersCode:
         ALL_ATTENTION_FUNCTIONS.register(HUB_NAME, flash_attention_forward)
         layer.apply_rotary_pos_emb_vision = _rotary_stand_in
         self.tower_seqlens = _tower_seqlens_step()
+        self.window_tower_seqlens = _window_tower_seqlens_step(layer)
         _ACTIVE.update(folders=folders, code=self)
 
     def _lazy_imports(self, implementation, *args, **kwargs):
@@ -612,6 +613,48 @@ def _tower_seqlens_step():
     return inline
 
 
+def _window_tower_seqlens_step(tower):
+    """The band's Qwen2.5-VL tower statements that make the windows its
+    first block (a window block) attends within: step(grid_thw, config,
+    windows, kwargs, hidden_states) -> (cu_window_seqlens, the keywords the
+    tower passes that block beside **kwargs). The forward's own statements
+    from the first seqlens helper up to the patch embedding (5.x), or 4.57.6's
+    window statements and its inline cu_seqlens, run as they are with a
+    stand-in `self` holding the config's sizes."""
+    import inspect
+    import textwrap
+    import types
+    model = tower.Qwen2_5_VisionTransformerPretrainedModel
+    source = inspect.getsource(model.forward)
+    if "get_vision_window_index(" in source:
+        start = source.index("        cu_seqlens")
+        end = source.index("        hidden_states = self.patch_embed(")
+        spans = [(start, end)]
+    else:
+        first = source.index("        window_index, cu_window_seqlens = self.get_window_index(")
+        first_end = source.index("\n", source.index("cu_window_seqlens = torch.unique_consecutive("))
+        second = source.index("        cu_seqlens = torch.repeat_interleave(")
+        second_end = source.index("\n", source.index("cu_seqlens = F.pad(cu_seqlens", second))
+        spans = [(first, first_end), (second, second_end)]
+    code = [compile(textwrap.dedent(source[a:b]), tower.__file__, "exec") for a, b in spans]
+    passes_max = "max_seqlen_now = max_window_seqlen" in source
+
+    def step(grid_thw, config, windows, kwargs, hidden_states):
+        merge = windows["spatial_merge_size"]
+        self = types.SimpleNamespace(config=config, window_size=windows["window_size"],
+                                     patch_size=windows["patch_size"], spatial_merge_size=merge,
+                                     spatial_merge_unit=merge * merge)
+        if hasattr(model, "get_window_index"):  # 4.57.6 calls its own (deprecated in 5.x)
+            self.get_window_index = types.MethodType(model.get_window_index, self)
+        scope = dict(vars(tower))
+        scope.update(self=self, grid_thw=grid_thw, kwargs=kwargs, hidden_states=hidden_states)
+        for part in code:
+            exec(part, scope)  # noqa: S102 - the band's own statements
+        own = {"max_seqlen": scope["max_window_seqlen"]} if passes_max else {}
+        return scope["cu_window_seqlens"], own
+    return step
+
+
 def _linear_classes():
     torch = torch_module()
 
@@ -674,7 +717,7 @@ class Engine:
         code = load(self.band)
         torch = torch_module()
         profile = d["profile"]
-        m = stand_ins.Materialized(self.device, lambda data: data)
+        m = stand_ins.Materialized(self.device, stand_ins.SingletonCache)
         q, k, v = m.tensor(d["q"]), m.tensor(d["k"]), m.tensor(d["v"])
         d["q_dtype"] = str(q.dtype)  # for the explained differences (the capsule is spent)
         kwargs = {key: m.value(item) for key, item in d["kwargs"].items()}
@@ -696,7 +739,11 @@ class Engine:
                         else:  # the tower's step, then its first block's attention
                             tower_kwargs = dict(kwargs)
                             grid = tower_kwargs.pop("grid_thw")
-                            cu, own = code.tower_seqlens(grid, attn.config, tower_kwargs)
+                            if d.get("windows"):
+                                cu, own = code.window_tower_seqlens(
+                                    grid, attn.config, d["windows"], tower_kwargs, hidden)
+                            else:
+                                cu, own = code.tower_seqlens(grid, attn.config, tower_kwargs)
                             kwargs = tower_kwargs
                         output = attn(hidden, cu_seqlens=cu, **own,
                                       position_embeddings=(angles, angles), **kwargs)

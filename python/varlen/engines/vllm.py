@@ -486,13 +486,6 @@ def load(wheel: Optional[str] = None) -> VllmCode:
 # --- one call ---------------------------------------------------------------------------
 
 
-class SingletonCache:
-    """SGLang's cache object as a value a caller may hand vLLM (vLLM has none)."""
-
-    def __init__(self, data=None):
-        self.data = data
-
-
 class VllmEngine:
     """MMEncoderAttention from the wheel, called as a vision tower calls it."""
 
@@ -505,7 +498,7 @@ class VllmEngine:
         cu_seqlens=..., **kwargs), constructed from d["vllm_layer"] for
         d["profile"]. The observation holds the layer's output (a device
         tensor where q is one, or None) and the call's tensors by id."""
-        m = stand_ins.Materialized(self.device, SingletonCache)
+        m = stand_ins.Materialized(self.device, stand_ins.SingletonCache)
         q, k, v = m.tensor(d["q"]), m.tensor(d["k"]), m.tensor(d["v"])
         kwargs = {key: m.value(item) for key, item in d["kwargs"].items()}
         # cu_seqlens=None is the default: leaving it out is the same call.

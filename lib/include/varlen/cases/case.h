@@ -191,6 +191,9 @@ struct CallSpec {
   // merged into one hidden dimension (MMEncoderAttention's documented form).
   bool merged_heads = false;
   bool rotary = false;             // layer entry: rotary embeddings rebuild q and k
+  // transformers' tower entry: the tower attends within windows first
+  // (Qwen2.5-VL), with these config sizes; unset: per frame.
+  std::optional<TowerWindows> windows;
   // Where q, k and v live; unset: where the case's platform keeps them
   // (the host on a CPU), else where the profile's engine does
   // (NativeQkvDevice: the host for a CPU backend such as amx_attn).

@@ -24,6 +24,11 @@ std::vector<int64_t> OffsetsOf(const std::vector<int64_t>& lengths);
 // the frames of one video, each frame as square as its length allows.
 ArgLiteral FrameGridOf(const std::vector<int64_t>& lengths);
 
+// A tower's window config under which each frame of `grid` (FrameGridOf's
+// form) is one window: no merge, patches of 1, windows wider than every
+// frame's side.
+TowerWindows OneWindowPerFrame(const ArgLiteral& grid);
+
 // Whether a correct call in `profile` can carry geometry `g` (each engine
 // says, in engine_calls.h): for example flashinfer_cudnn offsets q, k and v
 // with one per-token width (no GQA, no distinct value head dim), and

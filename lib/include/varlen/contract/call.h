@@ -147,6 +147,23 @@ struct VllmLayer {
   bool operator==(const VllmLayer&) const = default;
 };
 
+// transformers' tower entry, a tower whose first block attends within
+// windows (Qwen2.5-VL: block 0 is a window block unless its config's
+// fullatt_block_indexes holds 0): the vision config's sizes that
+// get_vision_window_index reads. Unset: the tower attends per frame.
+struct TowerWindows {
+  int64_t window_size = 112;
+  int64_t patch_size = 14;
+  int64_t spatial_merge_size = 2;
+  bool operator==(const TowerWindows&) const = default;
+
+  // window_size // spatial_merge_size // patch_size: a window's side in
+  // merged cells.
+  int64_t cells_per_side() const { return window_size / spatial_merge_size / patch_size; }
+  // spatial_merge_size ** 2: the tokens of one merged cell.
+  int64_t merge_unit() const { return spatial_merge_size * spatial_merge_size; }
+};
+
 // Everything a caller hands to a backend's forward().
 struct AttentionCall {
   // [T, H, D], or [b, s, H, D] (flashinfer_cudnn only). Views of one fused
@@ -162,6 +179,8 @@ struct AttentionCall {
   // Through the layer: rotary position embeddings replace q and k with new
   // dense tensors (v stays as the projection left it).
   bool rotary = false;
+  // Tower entry: the tower's windows (unset: one segment per frame).
+  std::optional<TowerWindows> tower_windows;
   SdpaOptions sdpa;
   // The version faithful mode reproduces, of the profile's engine.
   EngineVersion version = kLatestSglangVersion;

@@ -69,6 +69,12 @@ struct TransformersBehavior {
   // (get_vision_cu_seqlens pops it, 5.x); 4.57.x computes its own inline and
   // passes the caller's beside it to every block.
   bool tower_takes_precomputed_cu_seqlens = true;
+  // Qwen2.5-VL's windows come from vision_utils.get_vision_window_index
+  // (5.x: grid_thw.tolist(), the offsets on grid_thw's device, a caller's
+  // window_index and cu_window_seqlens taken when both are given); 4.57.x's
+  // get_window_index method iterates grid_thw as 0-d tensors and puts the
+  // offsets on the hidden states' device.
+  bool tower_windows_from_vision_utils = true;
 };
 
 const TransformersBehavior& BehaviorOf(TransformersVersion version);
