@@ -277,7 +277,13 @@ std::string FormatOutcomeText(const Case& c, const std::string& origin, const Ou
       ", ", EntryName(c.call.entry), c.call.graph_mode ? ", cuda-graph mode" : "",
       c.call.layout == QLayout::kPacked ? ""
                                         : absl::StrCat(", layout ", QLayoutName(c.call.layout)),
-      c.call.rotary ? ", rotary" : "", ", backend ", o.backend, "\n");
+      c.call.rotary ? ", rotary" : "",
+      c.call.windows.has_value()
+          ? absl::StrCat(", windows (window_size ", c.call.windows->window_size, ", patch_size ",
+                         c.call.windows->patch_size, ", spatial_merge_size ",
+                         c.call.windows->spatial_merge_size, ")")
+          : "",
+      ", backend ", o.backend, "\n");
   absl::StrAppend(&text, "  geometry:   seq_lens ",
                   c.geometry.seq_lens.size() > 16
                       ? absl::StrCat(c.geometry.seq_lens.size(), " sequences, ",
@@ -396,6 +402,11 @@ ojson OutcomeToJson(const Case& c, const std::string& origin, const Outcome& o) 
              {"outcome", ObservedText(o)},
              {"verdict", VerdictName(o.verdict)},
              {"mismatches", o.mismatches}};
+  if (c.call.windows.has_value()) {
+    j["call"]["windows"] = {{"window_size", c.call.windows->window_size},
+                            {"patch_size", c.call.windows->patch_size},
+                            {"spatial_merge_size", c.call.windows->spatial_merge_size}};
+  }
   if (c.expect.has_value() && !o.engine.has_value()) j["expected"] = ExpectationText(*c.expect);
   if (o.observed == Observed::kError) {
     j["error"] = {{"stage", o.error_stage}, {"text", FormatPythonError(o.error)}};

@@ -95,6 +95,15 @@ void ExpectAgreement(const std::string& text, const json& j, std::set<std::strin
       EXPECT_EQ(absl::StrContains(value, ", layout " + Str(call["layout"])),
                 Str(call["layout"]) != "packed");
       EXPECT_EQ(absl::StrContains(value, ", rotary"), call["rotary"].get<bool>());
+      EXPECT_EQ(absl::StrContains(value, ", windows (window_size "), call.contains("windows"));
+      if (call.contains("windows")) {
+        const json& w = call["windows"];
+        EXPECT_THAT(value,
+                    ::testing::HasSubstr(absl::StrCat(
+                        ", windows (window_size ", w["window_size"].get<int64_t>(), ", patch_size ",
+                        w["patch_size"].get<int64_t>(), ", spatial_merge_size ",
+                        w["spatial_merge_size"].get<int64_t>(), ")")));
+      }
       EXPECT_TRUE(absl::EndsWith(value, ", backend " + Str(j["backend"]))) << value;
       if (Str(j["mode"]) == "faithful") {
         EXPECT_THAT(value, ::testing::HasSubstr(Str(j[Str(j["engine"])])));
