@@ -11,6 +11,7 @@
 
 #include "engine_generators.h"
 #include "varlen/cases/correct_call.h"
+#include "varlen/contract/transformers/windows.h"
 
 namespace varlen::internal {
 namespace {
@@ -60,28 +61,55 @@ ArgLiteral GenGridThw(const std::vector<int64_t>& lengths) {
 }
 
 // A tower with windows (Qwen2.5-VL's first block): windows holding one
-// frame each, Qwen2.5-VL's config, or small windows that cut the frames; now
-// and then with the caller's window_index, cu_window_seqlens (alone or as a
-// pair) and max_window_seqlen.
+// frame each; Qwen2.5-VL's config on a grid of whole merged cells; or small
+// windows that cut the frames. Where the grid is well formed the geometry
+// becomes its windows, the segments the block attends within. Now and then
+// with the caller's window_index, cu_window_seqlens (alone or as a pair)
+// and max_window_seqlen.
 template <typename CuForm, typename MaxForm>
 void GenTowerWindows(Case* c, const CuForm& cu_form, const MaxForm& max_form) {
   CallSpec& call = c->call;
-  const int64_t tokens = c->geometry.total_tokens();
+  Geometry& g = c->geometry;
+  const ArgLiteral frames = FrameGridOf(g.seq_lens);
+  auto grid_is_the_frames = [&] {
+    return std::any_of(call.kwargs.begin(), call.kwargs.end(), [&](const auto& kv) {
+      return kv.first == "grid_thw" && kv.second == frames;
+    });
+  };
   switch (*rc::gen::inRange(0, 3)) {
     case 0:
-      call.windows = OneWindowPerFrame(FrameGridOf(c->geometry.seq_lens));
+      call.windows = OneWindowPerFrame(frames);
       break;
-    case 1:
+    case 1: {
       call.windows = TowerWindows{};
+      std::vector<int64_t> sizes;
+      const int64_t images = *rc::gen::inRange<int64_t>(1, 3);
+      for (int64_t i = 0; i < images; ++i) {
+        sizes.insert(sizes.end(),
+                     {*rc::gen::inRange<int64_t>(1, 3), 2 * *rc::gen::inRange<int64_t>(1, 5),
+                      2 * *rc::gen::inRange<int64_t>(1, 5)});
+      }
+      ArgLiteral grid = ArgLiteral::IntTensor(sizes, DType::kInt64, Device::kCuda);
+      grid.tensor.shape = Shape{images, 3};
+      SetKwarg(&call, "grid_thw", grid);
+      g.seq_lens = WindowLayoutOf(sizes, *call.windows).lengths();
       break;
-    default:
-      call.windows = TowerWindows{.window_size = *rc::gen::inRange<int64_t>(1, 9),
+    }
+    default: {
+      const int64_t merge = *rc::gen::inRange<int64_t>(1, 3);
+      call.windows = TowerWindows{.window_size = merge * *rc::gen::inRange<int64_t>(1, 9),
                                   .patch_size = 1,
-                                  .spatial_merge_size = *rc::gen::inRange<int64_t>(1, 3)};
-      call.windows->window_size *= call.windows->spatial_merge_size;
+                                  .spatial_merge_size = merge};
+      const std::vector<int64_t>& sizes = frames.tensor.ints;
+      const bool whole = std::all_of(sizes.begin(), sizes.end(),
+                                     [merge](int64_t size) { return size % merge == 0; });
+      if (grid_is_the_frames() && whole && !sizes.empty()) {
+        g.seq_lens = WindowLayoutOf(sizes, *call.windows).lengths();
+      }
       break;
+    }
   }
-  const int64_t unit = call.windows->merge_unit();
+  const int64_t tokens = g.total_tokens(), unit = call.windows->merge_unit();
   if (*rc::gen::inRange(0, 4) == 0 && tokens % unit == 0) {
     std::vector<int64_t> cells(static_cast<size_t>(tokens / unit));
     for (size_t i = 0; i < cells.size(); ++i) cells[i] = static_cast<int64_t>(i);

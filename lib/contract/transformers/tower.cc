@@ -39,6 +39,7 @@
 #include "core/tensor_ops.h"
 #include "transformers/attention_internal.h"
 #include "varlen/contract/seqlens.h"
+#include "varlen/contract/transformers/windows.h"
 #include "varlen/core/device_ledger.h"
 #include "varlen/core/status.h"
 
@@ -145,43 +146,6 @@ absl::StatusOr<Value> FrameOffsets(const Value& grid_value) {
   return Value::FromTensor(Tensor::FromInts(offsets, DType::kInt32, grid.device()));
 }
 
-// The windows of a grid whose sizes are checked (positive, h and w whole
-// merged cells, every patch a token of q), in get_vision_window_index's
-// order: per frame, the padded grid of merged cells cut into windows of
-// cells_per_side x cells_per_side, row by row (a side that divides evenly
-// gains a row or column of empty windows).
-struct Windows {
-  std::vector<int64_t> offsets;  // cu_window_seqlens, empty windows included
-  std::vector<int64_t> index;    // window_index: merged cells in window order
-};
-
-Windows WindowsOf(const std::vector<int64_t>& sizes, const TowerWindows& config) {
-  const int64_t side = config.cells_per_side(), merge = config.spatial_merge_size;
-  Windows windows;
-  windows.offsets = {0};
-  int64_t first_cell = 0;
-  for (size_t i = 0; i < sizes.size(); i += 3) {
-    const int64_t t = sizes[i], rows = sizes[i + 1] / merge, cols = sizes[i + 2] / merge;
-    const int64_t windows_h = rows / side + 1, windows_w = cols / side + 1;  // padded
-    for (int64_t f = 0; f < t; ++f) {
-      for (int64_t wh = 0; wh < windows_h; ++wh) {
-        for (int64_t ww = 0; ww < windows_w; ++ww) {
-          int64_t cells = 0;
-          for (int64_t r = wh * side; r < std::min(rows, (wh + 1) * side); ++r) {
-            for (int64_t c = ww * side; c < std::min(cols, (ww + 1) * side); ++c) {
-              windows.index.push_back(first_cell + (f * rows + r) * cols + c);
-              ++cells;
-            }
-          }
-          windows.offsets.push_back(windows.offsets.back() + cells * config.merge_unit());
-        }
-      }
-    }
-    first_cell += t * rows * cols;
-  }
-  return windows;
-}
-
 // torch.unique_consecutive of non-decreasing offsets: the empty windows go.
 std::vector<int64_t> UniqueConsecutive(std::vector<int64_t> values) {
   values.erase(std::unique(values.begin(), values.end()), values.end());
@@ -274,7 +238,7 @@ absl::StatusOr<Value> WindowOffsets(const ResolveContext& ctx, const Transformer
   } else if (device_grid) {
     RecordDeviceEvent(DeviceEventKind::kHostSync, "get_vision_window_index: grid_thw.tolist()");
   }
-  const std::vector<int64_t> offsets = UniqueConsecutive(WindowsOf(sizes, config).offsets);
+  const std::vector<int64_t> offsets = UniqueConsecutive(WindowLayoutOf(sizes, config).offsets);
   if (device == Device::kCuda) {
     RecordDeviceEvent(DeviceEventKind::kHostToDeviceCopy,
                       "torch.tensor(cu_window_seqlens, device=...)");
@@ -378,7 +342,7 @@ absl::StatusOr<Value> HardenedWindowOffsets(const ResolveContext& ctx,
                                     ": the tower takes the two together or recomputes both, "
                                     "dropping the one given"));
   }
-  const Windows windows = WindowsOf(sizes, config);
+  const WindowLayout windows = WindowLayoutOf(sizes, config);
   if (!index.is_none()) {
     const bool index_ok = index.is_tensor() && index.as_tensor().has_storage() &&
                           IsIntegral(index.as_tensor().dtype()) && index.as_tensor().dim() == 1 &&
@@ -474,3 +438,42 @@ absl::StatusOr<AttentionCall> TowerLayerCall(const AttentionCall& call, Profile 
 }
 
 }  // namespace varlen::internal
+
+namespace varlen {
+
+WindowLayout WindowLayoutOf(const std::vector<int64_t>& sizes, const TowerWindows& config) {
+  const int64_t side = config.cells_per_side(), merge = config.spatial_merge_size;
+  WindowLayout layout;
+  layout.offsets = {0};
+  int64_t first_cell = 0;
+  for (size_t i = 0; i + 2 < sizes.size(); i += 3) {
+    const int64_t t = sizes[i], rows = sizes[i + 1] / merge, cols = sizes[i + 2] / merge;
+    const int64_t windows_h = rows / side + 1, windows_w = cols / side + 1;  // padded
+    for (int64_t f = 0; f < t; ++f) {
+      for (int64_t wh = 0; wh < windows_h; ++wh) {
+        for (int64_t ww = 0; ww < windows_w; ++ww) {
+          int64_t cells = 0;
+          for (int64_t r = wh * side; r < std::min(rows, (wh + 1) * side); ++r) {
+            for (int64_t c = ww * side; c < std::min(cols, (ww + 1) * side); ++c) {
+              layout.index.push_back(first_cell + (f * rows + r) * cols + c);
+              ++cells;
+            }
+          }
+          layout.offsets.push_back(layout.offsets.back() + cells * config.merge_unit());
+        }
+      }
+    }
+    first_cell += t * rows * cols;
+  }
+  return layout;
+}
+
+std::vector<int64_t> WindowLayout::lengths() const {
+  std::vector<int64_t> out;
+  for (size_t i = 1; i < offsets.size(); ++i) {
+    if (offsets[i] > offsets[i - 1]) out.push_back(offsets[i] - offsets[i - 1]);
+  }
+  return out;
+}
+
+}  // namespace varlen
