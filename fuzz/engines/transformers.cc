@@ -119,6 +119,7 @@ void BlendWithCorrectTransformersCall(DecodeContext& in, Case* c, int taken) {
 void PlainestEntry(Case* c) {
   c->call.entry = Entry::kDirect;
   c->call.cu_seqlens = ArgLiteral::None();
+  c->call.windows.reset();  // a tower's
 }
 
 }  // namespace

@@ -437,9 +437,6 @@ absl::StatusOr<CallSpec> ReadCall(const json& j, const std::string& path, Engine
   }
   if (const json* windows = r.Optional("windows"); windows != nullptr && !windows->is_null()) {
     VARLEN_ASSIGN_OR_RETURN(c.windows, ReadTowerWindows(*windows, r.Path("windows")));
-    if (c.entry != Entry::kTower) {
-      return PathError(r.Path("windows"), "windows are a vision tower's: use entry \"tower\"");
-    }
   }
   if (const json* device = r.Optional("qkv_device"); device != nullptr && !device->is_null()) {
     VARLEN_ASSIGN_OR_RETURN(std::string name, ReadString(*device, r.Path("qkv_device")));
@@ -678,6 +675,9 @@ absl::Status ValidateCall(const CallSpec& c, const Geometry& g) {
   if (c.seq_len.has_value()) {
     VARLEN_RETURN_IF_ERROR(
         CheckRange(p + ".seq_len", *c.seq_len, 0, kMaxTotalTokens, "tokens per item"));
+  }
+  if (c.windows.has_value() && c.entry != Entry::kTower) {
+    return PathError(p + ".windows", "windows are a vision tower's: use entry \"tower\"");
   }
   VARLEN_RETURN_IF_ERROR(CallsOf(EngineOf(c.profile)).validate(c, g));
   if ((c.layout == QLayout::kBatched || c.layout == QLayout::kBatchedFusedQkv) &&

@@ -170,8 +170,7 @@ absl::StatusOr<std::vector<int64_t>> SizesForWindows(const Value& grid, const To
           ") is not whole merged cells of spatial_merge_size ", config.spatial_merge_size,
           ": the tower's patch merge fails first (not modelled)"));
     }
-    if (h > tokens || w > tokens || frames > tokens || frames * h > tokens ||
-        frames * h * w > tokens - patches) {
+    if (h > tokens / w || frames > tokens / (h * w) || frames * h * w > tokens - patches) {
       patches = tokens + 1;
       break;
     }
