@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -78,6 +80,60 @@ std::string CheckNumerics(const Backend& backend, const Case& c, PropertyRun* ru
   }
   if (outcome.verdict == Verdict::kPass) return "";
   return FormatOutcomeText(c, "generated", outcome);
+}
+
+namespace {
+
+// The generated geometry with an attention variant, drawn from the case's
+// seed: a causal mask, a sliding window, a window on both sides, sinks
+// alone (one head without), or a window with sinks. Unset when the backend
+// computes neither windows nor sinks.
+std::optional<Case> WithVariant(const Case& generated, const BackendCapabilities& caps) {
+  if (!caps.windows && !caps.sinks) return std::nullopt;
+  Case c = AsPackedData(generated, generated.data.distribution);
+  uint64_t draw = c.data.seed * 0x9E3779B97F4A7C15ULL + 1;
+  const auto next = [&draw](uint64_t n) {
+    draw = draw * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (draw >> 33) % n;
+  };
+  const int64_t reach = std::max<int64_t>(c.geometry.longest(), 1);
+  AttentionVariant& variant = c.geometry.variant;
+  const uint64_t kind = next(5);
+  if (caps.windows && kind != 3) {
+    variant.window_left = kind == 0 ? -1 : static_cast<int64_t>(next(reach + 1));
+    variant.window_right = kind <= 1 || kind == 4 ? 0 : static_cast<int64_t>(next(reach + 1));
+  }
+  if (caps.sinks && kind >= 3) {
+    // Logits a softmax over this data reaches; one head without a sink.
+    for (int64_t h = 0; h < c.geometry.num_heads; ++h) {
+      variant.sinks.push_back(h == 1 ? -std::numeric_limits<float>::infinity()
+                                     : 0.25f * static_cast<float>(next(25)) - 2.0f);
+    }
+  }
+  if (variant.full()) return std::nullopt;
+  return c;
+}
+
+}  // namespace
+
+std::string CheckAttentionVariants(const Backend& backend, const Case& generated,
+                                   PropertyRun* run) {
+  const std::optional<Case> c = WithVariant(generated, backend.capabilities());
+  if (!c.has_value()) {
+    ++run->unsupported;
+    return "";
+  }
+  const Geometry& g = c->geometry;
+  const QkvTensors qkv = SynthesizeQkv(*c);
+  absl::StatusOr<KernelCall> call =
+      RunGroundTruth(backend, qkv.q, qkv.k, qkv.v, g.seq_lens, g.scale(), g.variant);
+  if (!call.ok()) return FailureOf(call.status(), run);
+  const Reference reference = ComputeReference(g, qkv.q, qkv.k, qkv.v);
+  const NumericReport report = JudgeOutput(g, reference, call->output(), ToleranceModel());
+  if (report.passed) return "";
+  return absl::StrCat(
+      g.variant.Describe(), " over ", GeometryJson(*c),
+      ": the output does not match the float64 reference: ", SummarizeNumerics(report));
 }
 
 std::string CheckSystematicError(const Backend& backend, const Case& generated, PropertyRun* run) {

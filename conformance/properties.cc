@@ -14,6 +14,8 @@ constexpr Property kProperties[] = {
     {"SplitJoin", CheckSplitJoin, false},
     {"LogitShift", CheckLogitShift, false},
     {"GqaRepeatedKv", CheckGqaRepeatedKv, false},
+    // Last: a property's long cases take their seed from its place here.
+    {"AttentionVariants", CheckAttentionVariants, false},
 };
 
 absl::Span<const Property> Properties() { return kProperties; }

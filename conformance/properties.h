@@ -38,6 +38,10 @@ struct Property {
 // The checks, one per property (numeric_properties.cc, call_properties.cc,
 // metamorphic_properties.cc).
 std::string CheckNumerics(const Backend&, const Case&, PropertyRun*);
+// The ground truth's launch with a window, a causal mask or sinks, judged
+// against the float64 reference; unsupported where the backend computes
+// none of them.
+std::string CheckAttentionVariants(const Backend&, const Case&, PropertyRun*);
 std::string CheckSystematicError(const Backend&, const Case&, PropertyRun*);
 std::string CheckArgumentForms(const Backend&, const Case&, PropertyRun*);
 std::string CheckGraphSafety(const Backend&, const Case&, PropertyRun*);

@@ -11,8 +11,8 @@ namespace varlen::internal {
 
 absl::StatusOr<KernelCall> RunGroundTruth(const Backend& backend, const Tensor& q, const Tensor& k,
                                           const Tensor& v, const std::vector<int64_t>& lengths,
-                                          double scale) {
-  KernelCall call = BindGroundTruth(q, k, v, lengths, scale, q.dtype());
+                                          double scale, const AttentionVariant& variant) {
+  KernelCall call = BindGroundTruth(q, k, v, lengths, scale, q.dtype(), variant);
   const VarlenAttentionParams params = call.params();
   VARLEN_RETURN_IF_ERROR(backend.Available());
   VARLEN_RETURN_IF_ERROR(backend.Supports(params));

@@ -18,11 +18,12 @@
 
 namespace varlen::internal {
 
-// Returns Unimplemented when `backend` does not support the launch, the
-// backend's error when its run fails, else the call with its output.
+// The ground truth's launch (with `variant`) on `backend`. Returns
+// Unimplemented when `backend` does not support the launch, the backend's
+// error when its run fails, else the call with its output.
 absl::StatusOr<KernelCall> RunGroundTruth(const Backend& backend, const Tensor& q, const Tensor& k,
                                           const Tensor& v, const std::vector<int64_t>& lengths,
-                                          double scale);
+                                          double scale, const AttentionVariant& variant = {});
 
 // Why a property fails when its first launch did not run: nothing when the
 // backend does not support the launch (the case is counted unsupported),

@@ -5,8 +5,9 @@
 //     the buffers and its output matches the float64 reference of the
 //     sequences the call conveys. These are the ground truth's unless the
 //     call conveys other, self-consistent boundaries (no cu_seqlens: one
-//     sequence per batch item; a valid but different cu_seqlens), which no
-//     argument check can tell from the intended ones;
+//     sequence per batch item; a valid but different cu_seqlens) or another
+//     attention variant (fa3's window_size and s_aux), which no argument
+//     check can tell from the intended ones;
 //   * where both modes succeed, they ask the kernel for the same work
 //     (SameWork);
 //   * faithful fa3 and triton_attn calls with builder-made metadata resolve
@@ -48,10 +49,11 @@ std::vector<int64_t> WithoutTrailingZeros(std::vector<int64_t> lengths) {
 
 // What a resolved call tells the kernel to compute: the sequence lengths
 // (trailing empty ones dropped; empty when the profile's arguments do not
-// list them) and the scale.
+// list them), the scale and the attention variant.
 struct Conveyed {
   std::vector<int64_t> lengths;
   double scale = 0;
+  varlen::AttentionVariant variant;
 };
 
 Conveyed ConveyedBy(const varlen::Resolution& r) {
@@ -66,8 +68,10 @@ Conveyed ConveyedBy(const varlen::Resolution& r) {
       [&](const auto& args) {
         using Args = std::decay_t<decltype(args)>;
         conveyed.scale = args.scale;
-        if constexpr (std::is_same_v<Args, varlen::FlashVarlenArgs> ||
-                      std::is_same_v<Args, varlen::TritonArgs>) {
+        if constexpr (std::is_same_v<Args, varlen::FlashVarlenArgs>) {
+          from_offsets(args.cu_seqlens);
+          conveyed.variant = args.variant;
+        } else if constexpr (std::is_same_v<Args, varlen::TritonArgs>) {
           from_offsets(args.cu_seqlens);
         } else if constexpr (std::is_same_v<Args, varlen::FlashinferCudnnArgs>) {
           for (int64_t i = 0; i < args.actual_seq_lens.numel(); ++i) {
@@ -156,10 +160,11 @@ bool SameWork(const Launch& a, const Launch& b) {
 // The launch the float64 reference runs for `lengths` (numerics.cc), in rows.
 std::optional<varlen::LaunchShape> GroundTruthLaunch(const varlen::QkvTensors& qkv,
                                                      const std::vector<int64_t>& lengths,
-                                                     double scale, varlen::DType dtype) {
+                                                     double scale, varlen::DType dtype,
+                                                     const varlen::AttentionVariant& variant) {
   const varlen::KernelCall truth =
       varlen::BindGroundTruth(varlen::FlattenBatch(qkv.q), varlen::FlattenBatch(qkv.k),
-                              varlen::FlattenBatch(qkv.v), lengths, scale, dtype);
+                              varlen::FlattenBatch(qkv.v), lengths, scale, dtype, variant);
   return truth.Launch();
 }
 
@@ -170,7 +175,8 @@ bool ConveysOtherCoveringCall(const varlen::Case& c, const Conveyed& conveyed) {
   int64_t tokens = 0;
   for (int64_t n : conveyed.lengths) tokens += n;
   const bool other = conveyed.lengths != WithoutTrailingZeros(c.geometry.seq_lens) ||
-                     conveyed.scale != c.geometry.scale();
+                     conveyed.scale != c.geometry.scale() ||
+                     !(conveyed.variant == c.geometry.variant);
   return !conveyed.lengths.empty() && tokens == c.geometry.total_tokens() && other;
 }
 
@@ -202,8 +208,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const varlen::Outcome hardened = hardened_runner.Run(*kernel);
     const varlen::Outcome faithful = varlen::RunCase(faithful_case, *kernel, resolution_only);
     const varlen::QkvTensors qkv = varlen::HeadsApart(c, hardened_runner.tensors());
-    const std::optional<varlen::LaunchShape> truth =
-        GroundTruthLaunch(qkv, c.geometry.seq_lens, c.geometry.scale(), c.geometry.dtype);
+    const std::optional<varlen::LaunchShape> truth = GroundTruthLaunch(
+        qkv, c.geometry.seq_lens, c.geometry.scale(), c.geometry.dtype, c.geometry.variant);
     const Launch hardened_launch = ResolvedLaunch(hardened);
     const Launch faithful_launch = ResolvedLaunch(faithful);
     bool hardened_settled = hardened.observed == varlen::Observed::kError;
@@ -213,8 +219,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const Conveyed conveyed = ConveyedBy(*hardened.resolution);
         hardened_settled =
             ConveysOtherCoveringCall(c, conveyed) &&
-            hardened_launch.shape ==
-                GroundTruthLaunch(qkv, conveyed.lengths, conveyed.scale, c.geometry.dtype);
+            hardened_launch.shape == GroundTruthLaunch(qkv, conveyed.lengths, conveyed.scale,
+                                                       c.geometry.dtype, conveyed.variant);
       }
     }
     // The modes disagree only where both bind and describe their launches
@@ -237,6 +243,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     varlen::Case as_conveyed = c;
     as_conveyed.geometry.seq_lens = conveyed.lengths;
     as_conveyed.geometry.softmax_scale = conveyed.scale;
+    as_conveyed.geometry.variant = conveyed.variant;
     if (!hardened.kernel_fault.ok() || !ConveysOtherCoveringCall(c, conveyed) ||
         varlen::RunCase(as_conveyed, *kernel, options).observed != varlen::Observed::kSuccess) {
       varlen::ReportViolation("hardened-silent-corruption",

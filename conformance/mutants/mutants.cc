@@ -57,6 +57,10 @@ constexpr BugInfo kBugs[] = {
      "length: split-KV partials merged without rescaling (past 2,048 keys)"},
     {FlashBug::kRowsCappedAt4096, "rows_capped_at_4096",
      "length: a launch grid capped at 64 row blocks (rows past 4,096 unwritten)"},
+    {FlashBug::kIgnoresWindow, "ignores_window", "variant: the window dropped"},
+    {FlashBug::kWindowRightExclusive, "window_right_exclusive",
+     "variant: the window's right bound off by one"},
+    {FlashBug::kIgnoresSinks, "ignores_sinks", "variant: the sinks dropped"},
 };
 
 class FlashMutantBackend final : public Backend {

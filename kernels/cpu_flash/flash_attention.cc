@@ -59,6 +59,7 @@ struct Scratch {
   std::vector<float> row_sum;     // [rows]
   std::vector<float> correction;  // [rows]: what this tile rescales the accumulator by
   std::vector<float> acc;         // [rows][v_stride], the unnormalized output
+  std::vector<KeyRange> keys;     // [rows]: the keys each row attends, with a window
   // kSplitKvMergeWithoutRescale: the splits finished so far, summed.
   std::vector<float> merged_sum;  // [rows]
   std::vector<float> merged_acc;  // [rows][v_stride]
@@ -303,6 +304,25 @@ void RunTile(const VarlenAttentionParams& p, const WorkItem& w, FlashBug bug,
     sequence_keys = KeysInsideBuffers(p, st, k_base, v_base, sequence_keys);
   const bool split_kv =
       bug == FlashBug::kSplitKvMergeWithoutRescale && sequence_keys > 2 * kMutantSplitKeys;
+  // A window: each row's keys, and only the tiles some row of the item
+  // attends (rows are in order, so their ranges move right).
+  const bool windowed =
+      (p.window_left >= 0 || p.window_right >= 0) && bug != FlashBug::kIgnoresWindow;
+  int64_t keys_from = 0, keys_to = sequence_keys;
+  if (windowed) {
+    keys_from = sequence_keys, keys_to = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      KeyRange range = KeysOfRow(p, w.sequence, view, w.first_row + r);
+      if (bug == FlashBug::kWindowRightExclusive)
+        range.last = std::max(range.first, range.last - 1);
+      s.keys[r] = range;
+      if (range.first < range.last) {
+        keys_from = std::min(keys_from, range.first);
+        keys_to = std::max(keys_to, range.last);
+      }
+    }
+    keys_from -= keys_from % kFlashTileKeys;
+  }
   // Each split starts a fresh online softmax; the finished ones are summed
   // as they are, which is right only if every split has the same maximum.
   const auto merge_split = [&] {
@@ -319,7 +339,7 @@ void RunTile(const VarlenAttentionParams& p, const WorkItem& w, FlashBug bug,
     std::fill_n(s.merged_acc.begin(), std::max<int64_t>(rows, 0) * vs, 0.0f);
   }
 
-  for (int64_t first_key = 0; first_key < sequence_keys; first_key += kFlashTileKeys) {
+  for (int64_t first_key = keys_from; first_key < keys_to; first_key += kFlashTileKeys) {
     if (split_kv && first_key > 0 && first_key % kMutantSplitKeys == 0) merge_split();
     int64_t keys = std::min<int64_t>(kFlashTileKeys, sequence_keys - first_key);
     if (bug == FlashBug::kDropsLastKeyOfPartialTile && keys < kFlashTileKeys) --keys;
@@ -332,8 +352,17 @@ void RunTile(const VarlenAttentionParams& p, const WorkItem& w, FlashBug bug,
     // S = Q K^T, accumulated in float32.
     if (rows > 0) products.scores(s.q.data(), d, s.k_t.data(), rows, keys, s.scores.data());
     // Online softmax: rescale what was accumulated when the maximum grows.
+    // Row r's keys in this tile, [lo, hi); the others are masked out.
+    const auto tile_keys = [&](int64_t r) -> KeyRange {
+      if (!windowed) return {0, keys};
+      const int64_t lo = std::clamp<int64_t>(s.keys[r].first - first_key, 0, keys);
+      return {lo, std::clamp<int64_t>(s.keys[r].last - first_key, lo, keys)};
+    };
+    bool partial_rows = false;
     for (int64_t r = 0; r < rows; ++r) {
       float* score = &s.scores[r * kFlashTileKeys];
+      const auto [lo, hi] = tile_keys(r);
+      partial_rows |= lo > 0 || hi < keys;
       float tile_max = kNegativeInfinity;
       for (int64_t c = 0; c < keys; ++c) {
         score[c] *= scale;
@@ -341,7 +370,7 @@ void RunTile(const VarlenAttentionParams& p, const WorkItem& w, FlashBug bug,
         if (bug == FlashBug::kCausalMask && first_key + c > w.first_row + r) {
           score[c] = kNegativeInfinity;
         }
-        tile_max = std::max(tile_max, score[c]);
+        if (c >= lo && c < hi) tile_max = std::max(tile_max, score[c]);
       }
       float new_max = std::max(s.row_max[r], tile_max);
       if (bug == FlashBug::kTileMaxNotRunningMax) new_max = tile_max;
@@ -350,7 +379,7 @@ void RunTile(const VarlenAttentionParams& p, const WorkItem& w, FlashBug bug,
       const float correction = new_max == kNegativeInfinity ? 1.0f : exp(s.row_max[r] - new_max);
       float sum = 0.0f;
       for (int64_t c = 0; c < keys; ++c) {
-        const float probability = exp(score[c] - new_max);
+        const float probability = c >= lo && c < hi ? exp(score[c] - new_max) : 0.0f;
         sum += probability;
         score[c] = RoundFloatTo<In>(probability);  // P in the input dtype before P V
       }
@@ -370,6 +399,18 @@ void RunTile(const VarlenAttentionParams& p, const WorkItem& w, FlashBug bug,
             acc[j] = RoundFloatTo<kernels::Float16>(acc[j] + probability * s.v[c * vs + j]);
         }
       }
+    } else if (partial_rows) {
+      // Each row's own keys only: a masked key's value (NaN, say) must not
+      // reach the row through a zero weight.
+      for (int64_t r = 0; r < rows; ++r) {
+        const auto [lo, hi] = tile_keys(r);
+        float* acc = &s.acc[r * vs];
+        for (int j = 0; j < dv; ++j) acc[j] *= s.correction[r];
+        for (int64_t c = lo; c < hi; ++c) {
+          const float probability = s.scores[r * kFlashTileKeys + c];
+          for (int j = 0; j < dv; ++j) acc[j] += probability * s.v[c * vs + j];
+        }
+      }
     } else if (rows > 0) {
       products.accumulate(s.scores.data(), rows, keys, s.v.data(), vs, s.correction.data(),
                           s.acc.data());
@@ -384,9 +425,23 @@ void RunTile(const VarlenAttentionParams& p, const WorkItem& w, FlashBug bug,
 
   const int64_t o_base = view.o_offset + w.first_row * p.o_token_stride + w.head * p.o_head_stride;
   const int written = bug == FlashBug::kAssumesValueHeadDimEqualsQk ? std::min(d, dv) : dv;
+  const bool sinks = p.sinks != nullptr && bug != FlashBug::kIgnoresSinks;
   for (int64_t r = 0; r < rows; ++r) {
+    const bool attends_none = windowed ? s.keys[r].first >= s.keys[r].last : view.keys == 0;
+    // A sink joins the denominator at the end, against the row's maximum:
+    // the output is acc * factor / (row_sum * factor + exp(sink - max)).
+    float factor = 1.0f, denominator = s.row_sum[r];
+    if (sinks) {
+      const float sink = p.sinks[w.head], row_max = s.row_max[r];
+      if (sink > row_max) {
+        factor = row_max == kNegativeInfinity ? 0.0f : std::exp(row_max - sink);
+        denominator = denominator * factor + 1.0f;
+      } else {
+        denominator += std::exp(sink - row_max);
+      }
+    }
     for (int j = 0; j < written; ++j) {
-      double value = view.keys == 0 ? 0.0 : s.acc[r * vs + j] / s.row_sum[r];
+      double value = attends_none ? 0.0 : s.acc[r * vs + j] * factor / denominator;
       if (bug == FlashBug::kRoundsOutputTowardZero) value = TowardZero(value, p.output_dtype);
       if (bug == FlashBug::kNanToZero && std::isnan(value)) value = 0.0;
       StoreFromDouble<Out>(p.o, o_base + r * p.o_token_stride + j, value);
@@ -410,6 +465,7 @@ void RunAll(const VarlenAttentionParams& p, const std::vector<WorkItem>& items, 
     s.row_sum.resize(kFlashTileRows);
     s.correction.resize(kFlashTileRows);
     s.acc.resize(static_cast<size_t>(kFlashTileRows) * s.v_stride);
+    s.keys.resize(kFlashTileRows);
     if (bug == FlashBug::kSplitKvMergeWithoutRescale) {
       s.merged_sum.resize(s.row_sum.size());
       s.merged_acc.resize(s.acc.size());
@@ -431,6 +487,8 @@ BackendCapabilities FlashCapabilities() {
           .grouped_query_attention = true,
           .distinct_value_head_dim = true,
           .strided_inputs = true,
+          .windows = true,
+          .sinks = true,
           .device = "cpu"};
 }
 

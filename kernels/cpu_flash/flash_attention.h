@@ -60,6 +60,10 @@ enum class FlashBug {
   kSplitKvMergeWithoutRescale,  // past 2,048 keys, 1,024-key splits whose partial results are
                                 // summed without rescaling to the common maximum
   kRowsCappedAt4096,            // a launch grid of at most 64 row blocks: rows past 4,096 unwritten
+  // Bugs of the attention variants (a window, sinks):
+  kIgnoresWindow,         // full attention whatever the window
+  kWindowRightExclusive,  // the window's right bound read as exclusive (one key short)
+  kIgnoresSinks,          // the sinks left out of the denominator
 };
 
 // Where the length mutants change behaviour.
@@ -68,7 +72,7 @@ inline constexpr int64_t kMutantSplitKeys = 1024;  // split size, past 2 splits
 inline constexpr int64_t kMutantRowCap = 4096;
 
 // What the kernel runs: float32, float16 and bfloat16 inputs, head dims up
-// to 512, GQA, a distinct value head dim, strided inputs. The cpu_flash
+// to 512, GQA, a distinct value head dim, strided inputs, windows and sinks. The cpu_flash
 // backend and its mutants declare it.
 BackendCapabilities FlashCapabilities();
 

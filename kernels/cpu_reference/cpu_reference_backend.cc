@@ -23,6 +23,8 @@ class CpuReferenceBackend final : public Backend {
             .grouped_query_attention = true,
             .distinct_value_head_dim = true,
             .strided_inputs = true,
+            .windows = true,
+            .sinks = true,
             .device = "cpu"};
   }
   absl::Status Run(const VarlenAttentionParams& params) const override {

@@ -383,36 +383,66 @@ void AttendHead(const VarlenAttentionParams& p, const Item& item, bool round_pro
     for (int64_t i = 0; i < d * keys_padded; ++i) abs_k_panels[i] = std::fabs(k_panels[i]);
   }
   const Acc scale = static_cast<Acc>(p.softmax_scale);
+  const bool windowed = p.window_left >= 0 || p.window_right >= 0;
   for (int64_t r0 = 0; r0 < rows; r0 += kTileRows) {
     const int block = static_cast<int>(std::min<int64_t>(kTileRows, rows - r0));
     gemm(q + r0 * d, d, block, k_panels, d, keys_padded, scores, keys_padded);
     if (measure)
       gemm(abs_q + r0 * d, d, block, abs_k_panels, d, keys_padded, abs_scores, keys_padded);
     Acc denominator[kTileRows];
+    KeyRange ranges[kTileRows];
     for (int r = 0; r < block; ++r) {
-      Acc* row = scores + r * keys_padded;
-      const Acc max_score = ScaleAndMax(row, keys, scale);
+      // The keys the row attends (all of them without a window); the others
+      // get probability 0 in P V.
+      const KeyRange range = ranges[r] = KeysOfRow(p, item.sequence, s, r0 + r);
+      const int64_t first = range.first, n = std::max<int64_t>(range.last - range.first, 0);
+      Acc* all = scores + r * keys_padded;
+      std::fill(all, all + first, Acc{0});
+      std::fill(all + first + n, all + keys, Acc{0});
+      Acc* row = all + first;
+      Acc max_score = ScaleAndMax(row, n, scale);
+      if (p.sinks != nullptr) max_score = std::max(max_score, static_cast<Acc>(p.sinks[item.head]));
       if constexpr (std::is_same_v<Acc, double>) {
-        shifted_exp(row, keys, max_score);
+        shifted_exp(row, n, max_score);
       } else {
-        for (int64_t c = 0; c < keys; ++c) row[c] = std::exp(row[c] - max_score);
+        for (int64_t c = 0; c < n; ++c) row[c] = std::exp(row[c] - max_score);
       }
       if constexpr (std::is_same_v<Acc, double>) {
-        denominator[r] = RowSum(row, keys);
+        denominator[r] = RowSum(row, n);
       } else {
         // The emulation sums in order, as a plain float32 kernel does.
         Acc sum = 0;
-        for (int64_t c = 0; c < keys; ++c) sum += row[c];
+        for (int64_t c = 0; c < n; ++c) sum += row[c];
         denominator[r] = sum;
       }
+      if (p.sinks != nullptr) {
+        denominator[r] += std::exp(static_cast<Acc>(p.sinks[item.head]) - max_score);
+      }
+      if (n == 0) denominator[r] = 1;  // no key: the row is written as 0
       if constexpr (!std::is_same_v<Acc, double>) {
         // The input dtype's rounding, inline (RoundToDType's bits).
         if (round_probabilities) {
-          for (int64_t c = 0; c < keys; ++c) row[c] = kernels::RoundFloatTo<In>(row[c]);
+          for (int64_t c = 0; c < n; ++c) row[c] = kernels::RoundFloatTo<In>(row[c]);
         }
       }
     }
-    gemm(scores, keys_padded, block, v_panels, keys, dv_padded, out, dv_padded);
+    if (!windowed) {
+      gemm(scores, keys_padded, block, v_panels, keys, dv_padded, out, dv_padded);
+    } else {
+      // Each row's own keys only: a masked key's value (NaN, say) must not
+      // reach the row through a zero weight.
+      for (int r = 0; r < block; ++r) {
+        const Acc* weights = scores + r * keys_padded;
+        for (int64_t j = 0; j < dv; ++j) {
+          const Acc* panel = v_panels + (j / kWidth) * keys * kWidth + j % kWidth;
+          Acc sum = 0;
+          for (int64_t c = ranges[r].first; c < ranges[r].last; ++c) {
+            sum += weights[c] * panel[c * kWidth];
+          }
+          out[r * dv_padded + j] = sum;
+        }
+      }
+    }
     if constexpr (std::is_same_v<Acc, double>) {
       if (measure) {
         // The logit rounding a float32 kernel's Q K^T carries whatever the

@@ -17,7 +17,7 @@ using kernels::StoreFromDouble;
 // `round_probabilities` is set, softmax probabilities are rounded to the
 // input dtype before they multiply v, as a low-precision kernel does.
 template <typename In, typename Out, typename Acc>
-void AttendHead(const VarlenAttentionParams& p, const SequenceView& s, int head,
+void AttendHead(const VarlenAttentionParams& p, int b, const SequenceView& s, int head,
                 bool round_probabilities) {
   const int kv_head = KvHeadFor(p, head);
   const int64_t q_base = s.q_offset + head * p.q_head_stride;
@@ -30,8 +30,10 @@ void AttendHead(const VarlenAttentionParams& p, const SequenceView& s, int head,
   std::vector<Acc> row(static_cast<size_t>(p.head_dim_v));
   for (int64_t i = 0; i < s.rows; ++i) {
     const int64_t q_row = q_base + i * p.q_token_stride;
+    const KeyRange keys = KeysOfRow(p, b, s, i);
     Acc max_score = -std::numeric_limits<Acc>::infinity();
-    for (int64_t j = 0; j < s.keys; ++j) {
+    if (p.sinks != nullptr) max_score = static_cast<Acc>(p.sinks[head]);
+    for (int64_t j = keys.first; j < keys.last; ++j) {
       const int64_t k_row = k_base + j * p.k_token_stride;
       Acc dot = 0;
       for (int d = 0; d < p.head_dim_qk; ++d) {
@@ -42,12 +44,13 @@ void AttendHead(const VarlenAttentionParams& p, const SequenceView& s, int head,
       max_score = std::max(max_score, scores[j]);
     }
     Acc denominator = 0;
-    for (int64_t j = 0; j < s.keys; ++j) {
+    for (int64_t j = keys.first; j < keys.last; ++j) {
       scores[j] = std::exp(scores[j] - max_score);
       denominator += scores[j];
     }
+    if (p.sinks != nullptr) denominator += std::exp(static_cast<Acc>(p.sinks[head]) - max_score);
     std::fill(row.begin(), row.end(), Acc{0});
-    for (int64_t j = 0; j < s.keys; ++j) {
+    for (int64_t j = keys.first; j < keys.last; ++j) {
       const Acc weight = round_probabilities
                              ? static_cast<Acc>(RoundToDType(scores[j], p.input_dtype))
                              : scores[j];
@@ -58,7 +61,8 @@ void AttendHead(const VarlenAttentionParams& p, const SequenceView& s, int head,
     }
     const int64_t o_row = o_base + i * p.o_token_stride;
     for (int d = 0; d < p.head_dim_v; ++d) {
-      const double value = s.keys == 0 ? 0.0 : static_cast<double>(row[d] / denominator);
+      const double value =
+          keys.first >= keys.last ? 0.0 : static_cast<double>(row[d] / denominator);
       StoreFromDouble<Out>(p.o, o_row + d, value);
     }
   }
@@ -69,7 +73,7 @@ void AttendAll(const VarlenAttentionParams& p, bool round_probabilities) {
   for (int b = 0; b < p.batch; ++b) {
     const SequenceView s = SequenceAt(p, b);
     for (int h = 0; h < p.num_heads_q; ++h) {
-      AttendHead<In, Out, Acc>(p, s, h, round_probabilities);
+      AttendHead<In, Out, Acc>(p, b, s, h, round_probabilities);
     }
   }
 }

@@ -1,8 +1,8 @@
 // The float64 attention oracle and its same-precision emulation.
 //
 // ReferenceAttention computes softmax(scale * q k^T) v for every sequence of
-// `params` (non-causal, GQA, any head dims), with the max subtracted before
-// exp so logits of +-1e4 stay finite:
+// `params` (GQA, any head dims, the window and sinks of KeysOfRow), with the
+// max subtracted before exp so logits of +-1e4 stay finite:
 //
 //   * kFloat64: every product, sum and exp in double; the result is rounded
 //     once, to params.output_dtype. This is the oracle.
@@ -12,7 +12,7 @@
 //     numerical judge measures a backend's error against the oracle in units
 //     of this emulation's error.
 //
-// A query row of a sequence with no keys is written as 0.
+// A query row that attends no key is written as 0.
 
 #ifndef VARLEN_KERNELS_CPU_REFERENCE_REFERENCE_ATTENTION_H_
 #define VARLEN_KERNELS_CPU_REFERENCE_REFERENCE_ATTENTION_H_
@@ -75,8 +75,8 @@ absl::Status GpuReferenceAvailable();
 
 // Like ReferenceAttention, on the current device (params point at host
 // memory; they are copied there and back). It takes float32, float16 and
-// bfloat16 inputs (kept exact as float in shared memory) and head dims up
-// to kGpuReferenceMaxHeadDim.
+// bfloat16 inputs (kept exact as float in shared memory), head dims up
+// to kGpuReferenceMaxHeadDim, and full attention only (no window or sinks).
 // REQUIRES: GpuReferenceAvailable().ok().
 inline constexpr int kGpuReferenceMaxHeadDim = 256;
 absl::Status GpuReferenceAttention(const VarlenAttentionParams& params,

@@ -29,6 +29,14 @@ absl::Status Backend::Supports(const VarlenAttentionParams& params) const {
                                                  params.head_dim_v, " != ", params.head_dim_qk,
                                                  ")"));
   }
+  if ((params.window_left >= 0 || params.window_right >= 0) && !caps.windows) {
+    return absl::UnimplementedError(absl::StrCat(name(), " does not compute windowed attention (",
+                                                 params.window_left, ", ", params.window_right,
+                                                 ")"));
+  }
+  if (params.sinks != nullptr && !caps.sinks) {
+    return absl::UnimplementedError(absl::StrCat(name(), " does not compute attention sinks"));
+  }
   const int64_t tokens = PackedTokens(params);
   if (caps.max_tokens > 0 && tokens > caps.max_tokens) {
     return absl::UnimplementedError(

@@ -56,7 +56,10 @@ std::optional<LaunchShape> KernelCall::Launch() const {
                     .input_dtype = p.input_dtype,
                     .softmax_scale = p.softmax_scale,
                     .output_rows = output_.size(0),
-                    .sequences = {}};
+                    .sequences = {},
+                    .window_left = p.window_left,
+                    .window_right = p.window_right,
+                    .sinks = sinks_};
   // Row r of a tensor with this token stride, or -1 when `offset` is not one.
   auto row = [](int64_t offset, int64_t token_stride) -> int64_t {
     return token_stride > 0 && offset % token_stride == 0 ? offset / token_stride : -1;
@@ -114,6 +117,7 @@ VarlenAttentionParams KernelCall::params() const {
   p.o_start = o_start_.data();
   p.seqlen_q = seqlen_q_.data();
   p.seqlen_k = seqlen_k_.data();
+  p.sinks = sinks_.empty() ? nullptr : sinks_.data();
   return p;
 }
 
@@ -205,6 +209,14 @@ class KernelCallBuilder {
       *token = int64_t{heads} * dim;
       *head = dim;
     }
+  }
+
+  // The kernel computes `variant` (a window, sinks) rather than full attention.
+  // REQUIRES: no sinks, or one per query head.
+  void SetVariant(const AttentionVariant& variant) {
+    call_.base_.window_left = variant.window_left;
+    call_.base_.window_right = variant.window_right;
+    call_.sinks_ = variant.sinks;
   }
 
   void LimitRows(int64_t max_rows_q) { call_.base_.max_rows_q = max_rows_q; }
@@ -453,6 +465,7 @@ absl::StatusOr<KernelCall> LaunchFlashVarlen(const ResolvedArgs& call, const Fla
   const absl::string_view kFunction = args.kernel;
   const int64_t batch = std::max<int64_t>(cu.numel() - 1, 0);
   KernelCallBuilder builder(call.q, call.k, call.v, args.scale, call.q.dtype());
+  builder.SetVariant(args.variant);
   for (int64_t b = 0; b < batch; ++b) {
     // The kernel computes each length in int32: a wrapped offset gives a
     // wrapped length (huge, or negative and then no rows at all).
@@ -460,11 +473,25 @@ absl::StatusOr<KernelCall> LaunchFlashVarlen(const ResolvedArgs& call, const Fla
     builder.AddTokenSequence(cu.IntAt(b), length);
   }
   const std::string kernel = absl::StrCat(
-      kFunction, args.fa_version != 0 ? absl::StrCat(" (FA", args.fa_version, ")") : "");
+      kFunction, args.fa_version != 0 ? absl::StrCat(" (FA", args.fa_version, ")") : "",
+      args.variant.full() ? "" : absl::StrCat(" with ", args.variant.Describe()));
   if (!max_seqlen.has_value())
     return builder.Finish(absl::StrCat(kernel, ": ", batch, " sequences"));
   // FlashAttention's C++ entry takes `int max_seqlen_q`: the value narrows.
   const int32_t kernel_max = WrapInt32(*max_seqlen);
+  if (args.variant.windowed()) {
+    // FlashAttention clamps the window's bounds against max_seqlen (the
+    // clamps at mha:2812-2814 above): harmless while every sequence fits
+    // the max, the only case this models.
+    for (int64_t b = 0; b < batch; ++b) {
+      if (WrapInt32(cu.IntAt(b + 1) - cu.IntAt(b)) > kernel_max) {
+        return absl::UnimplementedError(absl::StrCat(
+            kernel, ": a window with max_seqlen=", *max_seqlen,
+            " below a sequence's length; how the kernel clamps the window to max_seqlen is not "
+            "modelled"));
+      }
+    }
+  }
   const int64_t rows = GridRows(kernel_max, kFa3BlockRows);
   builder.LimitRows(rows);
   return builder.Finish(absl::StrCat(kernel, ": ", batch, " sequences, max_seqlen=", *max_seqlen,
@@ -547,6 +574,7 @@ absl::StatusOr<int64_t> CheckUnreadFlashEntry(const ResolvedArgs& call,
       kind != Value::Kind::kNone && kind != Value::Kind::kFloat) {
     return not_modelled("a softmax_scale that is not a float");
   }
+  if (!args.variant.sinks.empty()) return not_modelled("sinks");
   if (!cu_seqlens.is_tensor()) {
     return not_modelled(absl::StrCat("cu_seqlens_q=", cu_seqlens.Repr()));
   }
@@ -1063,6 +1091,12 @@ absl::StatusOr<KernelCall> BindFlashVarlen(const ResolvedArgs& call, const Flash
     switch (args.sglang_entry) {
       case SglangEntry::kFa3: {
         VARLEN_ASSIGN_OR_RETURN(const int64_t max_seqlen, CheckSglangFa3Entry(call, args));
+        if (!args.variant.sinks.empty()) {
+          // Builds check sinks their own ways (dtype, head count) or not at all.
+          return absl::UnimplementedError(
+              "s_aux reaches SGLang's FA3 build as sinks; what each build accepts there differs "
+              "from build to build, so the response is not modelled");
+        }
         return LaunchFlashVarlen(call, args, args.cu_seqlens.as_tensor(), max_seqlen);
       }
       case SglangEntry::kFa4: {
@@ -1410,8 +1444,9 @@ absl::StatusOr<KernelCall> BindForKernel(const ResolvedArgs& resolved) {
 
 KernelCall BindGroundTruth(const Tensor& q, const Tensor& k, const Tensor& v,
                            const std::vector<int64_t>& lengths, double softmax_scale,
-                           DType output_dtype) {
+                           DType output_dtype, const AttentionVariant& variant) {
   KernelCallBuilder builder(q, k, v, softmax_scale, output_dtype);
+  builder.SetVariant(variant);
   int64_t start = 0;
   for (int64_t length : lengths) {
     builder.AddTokenSequence(start, length);

@@ -261,11 +261,52 @@ absl::Status ReadEnum(const ObjectReader& r, absl::string_view key, bool require
   return absl::OkStatus();
 }
 
+// The geometry's "window": [left, right], "causal": true (a right bound of
+// 0) and "sinks": [one per query head].
+absl::Status ReadVariant(ObjectReader& r, AttentionVariant* variant) {
+  if (const json* window = r.Optional("window")) {
+    if (!window->is_array() || window->size() != 2) {
+      return Expected(r.Path("window"), "[left, right], each -1 (no bound) or a count of tokens",
+                      *window);
+    }
+    VARLEN_ASSIGN_OR_RETURN(variant->window_left, ReadInt((*window)[0], r.Path("window") + "[0]"));
+    VARLEN_ASSIGN_OR_RETURN(variant->window_right, ReadInt((*window)[1], r.Path("window") + "[1]"));
+  }
+  if (const json* causal = r.Optional("causal")) {
+    VARLEN_ASSIGN_OR_RETURN(const bool is_causal, ReadBool(*causal, r.Path("causal")));
+    if (is_causal) {
+      if (variant->window_right > 0) {
+        return PathError(r.Path("causal"),
+                         absl::StrCat("causal attention is a right bound of 0, and window[1] is ",
+                                      variant->window_right));
+      }
+      variant->window_right = 0;
+    }
+  }
+  if (const json* sinks = r.Optional("sinks")) {
+    if (!sinks->is_array()) {
+      return Expected(r.Path("sinks"), "an array of one logit per query head", *sinks);
+    }
+    for (size_t i = 0; i < sinks->size(); ++i) {
+      const std::string path = absl::StrCat(r.Path("sinks"), "[", i, "]");
+      VARLEN_ASSIGN_OR_RETURN(const double sink, ReadDouble((*sinks)[i], path));
+      if (std::isnan(sink) || sink == std::numeric_limits<double>::infinity() ||
+          (std::isfinite(sink) && std::fabs(sink) > std::numeric_limits<float>::max())) {
+        return PathError(path, absl::StrCat(PyFloatRepr(sink),
+                                            ": a sink is a float32 logit, or \"-inf\" for none"));
+      }
+      variant->sinks.push_back(static_cast<float>(sink));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Geometry> ReadGeometry(const json& j, const std::string& path) {
-  VARLEN_ASSIGN_OR_RETURN(ObjectReader r,
-                          ObjectReader::Open(j, path,
-                                             {"seq_lens", "num_heads", "num_kv_heads", "head_dim",
-                                              "head_dim_v", "dtype", "softmax_scale"}));
+  VARLEN_ASSIGN_OR_RETURN(
+      ObjectReader r,
+      ObjectReader::Open(j, path,
+                         {"seq_lens", "num_heads", "num_kv_heads", "head_dim", "head_dim_v",
+                          "dtype", "softmax_scale", "causal", "window", "sinks"}));
   Geometry g;
   VARLEN_ASSIGN_OR_RETURN(const json* lens, r.Required("seq_lens"));
   if (!lens->is_array()) return Expected(r.Path("seq_lens"), "an array of token counts", *lens);
@@ -294,6 +335,7 @@ absl::StatusOr<Geometry> ReadGeometry(const json& j, const std::string& path) {
   if (const json* scale = r.Optional("softmax_scale")) {
     VARLEN_ASSIGN_OR_RETURN(g.softmax_scale, ReadDouble(*scale, r.Path("softmax_scale")));
   }
+  VARLEN_RETURN_IF_ERROR(ReadVariant(r, &g.variant));
   return g;
 }
 
@@ -664,6 +706,22 @@ absl::Status ValidateGeometry(const Geometry& g) {
   if (g.softmax_scale.has_value() && !std::isfinite(*g.softmax_scale)) {
     return PathError(p + ".softmax_scale", "the intended scale must be finite");
   }
+  for (const auto& [side, bound] :
+       {std::pair{"[0]", g.variant.window_left}, std::pair{"[1]", g.variant.window_right}}) {
+    VARLEN_RETURN_IF_ERROR(CheckRange(absl::StrCat(p, ".window", side), bound, -1, kMaxTotalTokens,
+                                      "-1 (no bound) or a count of tokens"));
+  }
+  const std::vector<float>& sinks = g.variant.sinks;
+  if (!sinks.empty() && static_cast<int64_t>(sinks.size()) != g.num_heads) {
+    return PathError(p + ".sinks", absl::StrCat(sinks.size(), " sinks for num_heads=", g.num_heads,
+                                                ": one logit per query head"));
+  }
+  for (size_t h = 0; h < sinks.size(); ++h) {
+    if (std::isnan(sinks[h]) || sinks[h] == std::numeric_limits<float>::infinity()) {
+      return PathError(absl::StrCat(p, ".sinks[", h, "]"),
+                       "a sink is a float32 logit, or \"-inf\" for none");
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -863,6 +921,19 @@ json CaseToJson(const Case& c) {
       {"num_kv_heads", c.geometry.num_kv_heads}, {"head_dim", c.geometry.head_dim},
       {"head_dim_v", c.geometry.head_dim_v},     {"dtype", DTypeName(c.geometry.dtype)}};
   if (c.geometry.softmax_scale.has_value()) geometry["softmax_scale"] = *c.geometry.softmax_scale;
+  const AttentionVariant& variant = c.geometry.variant;
+  if (variant.causal()) {
+    geometry["causal"] = true;
+  } else if (variant.windowed()) {
+    geometry["window"] = {variant.window_left, variant.window_right};
+  }
+  if (!variant.sinks.empty()) {
+    json sinks = json::array();
+    for (const float sink : variant.sinks) {
+      sinks.push_back(std::isinf(sink) ? json("-inf") : json(static_cast<double>(sink)));
+    }
+    geometry["sinks"] = sinks;
+  }
 
   json call = {{"profile", ProfileName(c.call.profile)},
                {"entry", EntryName(c.call.entry)},

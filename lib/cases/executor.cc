@@ -636,7 +636,7 @@ void CaseRunner::ExecuteWholeCall(const Backend& backend, AttentionCall call, Ou
       const QkvTensors qkv = HeadsApart(case_, qkv_);
       const KernelCall truth =
           BindGroundTruth(FlattenBatch(qkv.q), FlattenBatch(qkv.k), FlattenBatch(qkv.v), g.seq_lens,
-                          ReferenceScale(), g.dtype);
+                          ReferenceScale(), g.dtype, g.variant);
       const std::optional<LaunchShape> launch = kernel->Launch();
       engine.ground_truth_launch = launch.has_value() && launch == truth.Launch();
       predicted_match = engine.ground_truth_launch;

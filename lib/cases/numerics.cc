@@ -46,7 +46,7 @@ std::vector<double> RunReference(const Geometry& g, const Tensor& q, const Tenso
                                  OracleDevice device, absl::Status* status,
                                  double* logit_rounding = nullptr) {
   KernelCall call = BindGroundTruth(FlattenBatch(q), FlattenBatch(k), FlattenBatch(v), g.seq_lens,
-                                    g.scale(), output_dtype);
+                                    g.scale(), output_dtype, g.variant);
   if (device == OracleDevice::kGpu) {
     if (absl::Status ran = GpuReferenceAttention(call.params(), precision); !ran.ok()) {
       status->Update(ran);

@@ -166,6 +166,8 @@ ojson ProfileArgsToJson(const ResolvedArgs& resolved) {
                {"max_seqlen", ValueToJson(a->max_seqlen)},
                {"scale", a->scale}};
     if (a->fa_version != 0) j["fa_version"] = a->fa_version;
+    if (a->variant.windowed()) j["window"] = {a->variant.window_left, a->variant.window_right};
+    if (!a->variant.sinks.empty()) j["sinks"] = a->variant.sinks;
     return j;
   }
   if (const auto* a = std::get_if<TritonArgs>(&resolved.args)) {
@@ -284,14 +286,15 @@ std::string FormatOutcomeText(const Case& c, const std::string& origin, const Ou
                          c.call.windows->spatial_merge_size, ")")
           : "",
       ", backend ", o.backend, "\n");
-  absl::StrAppend(&text, "  geometry:   seq_lens ",
-                  c.geometry.seq_lens.size() > 16
-                      ? absl::StrCat(c.geometry.seq_lens.size(), " sequences, ",
-                                     c.geometry.total_tokens(), " tokens")
-                      : absl::StrCat("[", absl::StrJoin(c.geometry.seq_lens, ", "), "]"),
-                  ", heads ", c.geometry.num_heads, "/", c.geometry.num_kv_heads, ", head_dim ",
-                  c.geometry.head_dim, "/", c.geometry.head_dim_v, ", ",
-                  DTypeName(c.geometry.dtype), "\n");
+  absl::StrAppend(
+      &text, "  geometry:   seq_lens ",
+      c.geometry.seq_lens.size() > 16
+          ? absl::StrCat(c.geometry.seq_lens.size(), " sequences, ", c.geometry.total_tokens(),
+                         " tokens")
+          : absl::StrCat("[", absl::StrJoin(c.geometry.seq_lens, ", "), "]"),
+      ", heads ", c.geometry.num_heads, "/", c.geometry.num_kv_heads, ", head_dim ",
+      c.geometry.head_dim, "/", c.geometry.head_dim_v, ", ", DTypeName(c.geometry.dtype),
+      c.geometry.variant.full() ? "" : absl::StrCat(", ", c.geometry.variant.Describe()), "\n");
   absl::StrAppend(&text, "  passed:     ", DescribeCall(c.call), "\n");
   if (!o.warmups.empty()) {
     absl::StrAppend(&text,
@@ -397,7 +400,9 @@ ojson OutcomeToJson(const Case& c, const std::string& origin, const Outcome& o) 
                {"num_kv_heads", c.geometry.num_kv_heads},
                {"head_dim", c.geometry.head_dim},
                {"head_dim_v", c.geometry.head_dim_v},
-               {"dtype", DTypeName(c.geometry.dtype)}}},
+               {"dtype", DTypeName(c.geometry.dtype)},
+               {"window", {c.geometry.variant.window_left, c.geometry.variant.window_right}},
+               {"sinks", c.geometry.variant.sinks}}},
              {"observed", ObservedName(o.observed)},
              {"outcome", ObservedText(o)},
              {"verdict", VerdictName(o.verdict)},

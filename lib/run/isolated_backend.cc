@@ -226,6 +226,8 @@ class IsolatedBackend final : public Backend {
         {"o_start", p.o_start, ints, true},
         {"seqlen_q", p.seqlen_q, ints, true},
         {"seqlen_k", p.seqlen_k, ints, true},
+        {"sinks", p.sinks,
+         p.sinks != nullptr ? static_cast<int64_t>(sizeof(float)) * p.num_heads_q : 0, true},
     };
     int64_t end = 0;
     for (Placed& a : placed) {
@@ -241,8 +243,9 @@ class IsolatedBackend final : public Backend {
       if (a.bytes > 0) std::memcpy(arena_ + a.offset, a.source, static_cast<size_t>(a.bytes));
     }
     run_internal::LaunchOffsets at;
-    int64_t* offsets[] = {&at.q,       &at.k,       &at.v,       &at.o,        &at.q_start,
-                          &at.k_start, &at.v_start, &at.o_start, &at.seqlen_q, &at.seqlen_k};
+    int64_t* offsets[] = {&at.q,        &at.k,        &at.v,       &at.o,
+                          &at.q_start,  &at.k_start,  &at.v_start, &at.o_start,
+                          &at.seqlen_q, &at.seqlen_k, &at.sinks};
     for (size_t i = 0; i < placed.size(); ++i) *offsets[i] = placed[i].offset;
 
     const double macs = std::string_view(op) == "run" ? Macs(p) : 0;

@@ -69,6 +69,8 @@ nlohmann::json EncodeLaunch(const VarlenAttentionParams& p, const LaunchOffsets&
       {"scale_bits", Bits(p.softmax_scale)},
       {"batch", p.batch},
       {"max", {p.max_rows_q, p.max_keys}},
+      {"window", {p.window_left, p.window_right}},
+      {"sinks", p.sinks != nullptr ? nlohmann::json(at.sinks) : nlohmann::json()},
       {"at",
        {at.q, at.k, at.v, at.o, at.q_start, at.k_start, at.v_start, at.o_start, at.seqlen_q,
         at.seqlen_k}},
@@ -96,6 +98,10 @@ VarlenAttentionParams DecodeLaunch(const nlohmann::json& j, uint8_t* arena) {
   p.q = ptr(0), p.k = ptr(1), p.v = ptr(2), p.o = ptr(3);
   p.q_start = ints(4), p.k_start = ints(5), p.v_start = ints(6), p.o_start = ints(7);
   p.seqlen_q = ints(8), p.seqlen_k = ints(9);
+  p.window_left = j.at("window")[0], p.window_right = j.at("window")[1];
+  if (const auto& sinks = j.at("sinks"); !sinks.is_null()) {
+    p.sinks = reinterpret_cast<const float*>(arena + sinks.get<int64_t>());
+  }
   return p;
 }
 

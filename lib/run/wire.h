@@ -38,6 +38,7 @@ std::optional<std::string> ReadMessage(int fd);
 struct LaunchOffsets {
   int64_t q = 0, k = 0, v = 0, o = 0;
   int64_t q_start = 0, k_start = 0, v_start = 0, o_start = 0, seqlen_q = 0, seqlen_k = 0;
+  int64_t sinks = 0;  // meaningful only when the launch has sinks
 };
 
 // The launch's scalars and offsets; its pointers are rebuilt from `arena`.

@@ -96,7 +96,7 @@ TEST(ParseCaseTest, UnknownNestedFields) {
   j["geometry"]["heads"] = 2;
   EXPECT_EQ(ErrorFor(j),
             "x.json: $.geometry.heads: unknown field (expected one of: seq_lens, num_heads, "
-            "num_kv_heads, head_dim, head_dim_v, dtype, softmax_scale)");
+            "num_kv_heads, head_dim, head_dim_v, dtype, softmax_scale, causal, window, sinks)");
 
   j = Minimal();
   j["call"]["max_seqlen"] = 5;
@@ -542,6 +542,39 @@ TEST(ParseCaseTest, TowerWindowsDefaultToQwen25VlsConfig) {
             "x.json: $.call.windows: windows are a vision tower's: use entry \"tower\"");
 }
 
+TEST(ParseCaseTest, AttentionVariantsInTheGeometry) {
+  json j = Minimal();
+  j["geometry"]["causal"] = true;
+  Case c = ParseOrDie(j.dump());
+  EXPECT_TRUE(c.geometry.variant.causal());
+  EXPECT_TRUE(ParseOrDie(WriteCase(c)) == c);
+  j["geometry"]["window"] = {128, 0};
+  j["geometry"]["sinks"] = json::array();
+  for (int64_t h = 0; h < c.geometry.num_heads; ++h)
+    j["geometry"]["sinks"].push_back(h == 0 ? json("-inf") : json(0.5));
+  c = ParseOrDie(j.dump());
+  EXPECT_EQ(c.geometry.variant.window_left, 128);
+  EXPECT_EQ(c.geometry.variant.window_right, 0);
+  EXPECT_EQ(c.geometry.variant.Describe(), "window (128, 0) + sinks");
+  EXPECT_TRUE(ParseOrDie(WriteCase(c)) == c);
+  j["geometry"]["window"] = {128, 4};
+  EXPECT_EQ(
+      ErrorFor(j),
+      "x.json: $.geometry.causal: causal attention is a right bound of 0, and window[1] is 4");
+  j["geometry"].erase("causal");
+  j["geometry"]["window"] = {-2, 4};
+  EXPECT_EQ(ErrorFor(j),
+            "x.json: $.geometry.window[0]: -2 is outside [-1, 2147483647]: -1 (no bound) or a "
+            "count of tokens");
+  j["geometry"]["window"] = {3, 4};
+  j["geometry"]["sinks"] = {1.0};
+  EXPECT_THAT(ErrorFor(j), testing::HasSubstr("$.geometry.sinks: 1 sinks for num_heads="));
+  j["geometry"]["sinks"] = json::array();
+  for (int64_t h = 0; h < c.geometry.num_heads; ++h) j["geometry"]["sinks"].push_back("nan");
+  EXPECT_EQ(ErrorFor(j),
+            "x.json: $.geometry.sinks[0]: nan: a sink is a float32 logit, or \"-inf\" for none");
+}
+
 // ---------------------------------------------------------------------------
 // Defaults
 
@@ -907,7 +940,8 @@ TEST(WarmupTest, ErrorsNameThePatchAndThePathInIt) {
             "x.json: $.warmup[0].geometry.num_heads: expected an integer, got string \"two\"");
   EXPECT_EQ(ErrorFor(WithWarmup({{{"geometry", {{"heads", 2}}}}})),
             "x.json: $.warmup[0].geometry.heads: unknown field (expected one of: seq_lens, "
-            "num_heads, num_kv_heads, head_dim, head_dim_v, dtype, softmax_scale)");
+            "num_heads, num_kv_heads, head_dim, head_dim_v, dtype, softmax_scale, causal, window, "
+            "sinks)");
   EXPECT_EQ(ErrorFor(WithWarmup({{{"geometry", nullptr}}})),
             "x.json: $.warmup[0].geometry: required field is missing");
   EXPECT_EQ(ErrorFor(WithWarmup({{{"warmup", json::array({json::object()})}}})),

@@ -23,6 +23,14 @@
 namespace varlen {
 namespace {
 
+// The geometry line's variant, from the JSON report's window and sinks.
+std::string VariantText(int64_t left, int64_t right, bool sinks) {
+  std::string text = left < 0 && right == 0    ? ", causal"
+                     : left >= 0 || right >= 0 ? absl::StrCat(", window (", left, ", ", right, ")")
+                                               : (sinks ? ", full attention" : "");
+  return sinks ? absl::StrCat(text, " + sinks") : text;
+}
+
 using json = nlohmann::json;
 
 std::string Plural(int64_t n, const char* one, const char* many) {
@@ -120,7 +128,8 @@ void ExpectAgreement(const std::string& text, const json& j, std::set<std::strin
                                      : absl::StrCat("[", absl::StrJoin(lens, ", "), "]"),
                     ", heads ", g["num_heads"].get<int64_t>(), "/",
                     g["num_kv_heads"].get<int64_t>(), ", head_dim ", g["head_dim"].get<int64_t>(),
-                    "/", g["head_dim_v"].get<int64_t>(), ", ", Str(g["dtype"])));
+                    "/", g["head_dim_v"].get<int64_t>(), ", ", Str(g["dtype"]),
+                    VariantText(g["window"][0], g["window"][1], !g["sinks"].empty())));
     } else if (label == "passed") {
       EXPECT_EQ(value, Str(j["call"]["passed"]));
     } else if (label == "warmup") {

@@ -494,10 +494,21 @@ TEST(UnreadKeywords, ReportedByBothModesAndRefusedByHardened) {
   call.entry = Entry::kLayer;
   EXPECT_THAT(Resolve(call, Profile::kSdpa, Mode::kFaithful).unread_keywords,
               ElementsAre("window_size"));
-  // fa3 hands window_size and s_aux to its kernel: read, and a window other
-  // than full attention is outside a case's ground truth.
+  // fa3 hands window_size and s_aux to its kernel: read, and the kernel
+  // computes that window; what it does with a window that is not a pair
+  // of ints is not modelled, and hardened mode refuses it.
   call.entry = Entry::kDirect;
+  const Resolution windowed = Resolve(call, Profile::kFa3, Mode::kFaithful);
+  ASSERT_TRUE(windowed.status.ok()) << windowed.status;
+  EXPECT_EQ(std::get<FlashVarlenArgs>(windowed.args->args).variant,
+            (AttentionVariant{.window_left = 8, .window_right = 8, .sinks = {}}));
+  call.kwargs.set("window_size", Value::List({Value::Int(8), Value::Float(8.0)}));
   EXPECT_TRUE(absl::IsUnimplemented(Resolve(call, Profile::kFa3, Mode::kFaithful).status));
+  ExpectPyError(Resolve(call, Profile::kFa3, Mode::kHardened).status, PyErrorKind::kValueError,
+                "window_size=[8, 8.0]: a window is a pair of ints (left, right)");
+  call.kwargs.set("window_size", Value::List({Value::Int(-2), Value::Int(0)}));
+  ExpectPyError(Resolve(call, Profile::kFa3, Mode::kHardened).status, PyErrorKind::kValueError,
+                "window_size=[-2, 0]: each bound is -1 (none) or at least 0");
   call.kwargs.set("window_size", Value::List({Value::Int(-1), Value::Int(-1)}));
   const Resolution full = Resolve(call, Profile::kFa3, Mode::kFaithful);
   ASSERT_TRUE(full.status.ok()) << full.status;

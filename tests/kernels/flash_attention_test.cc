@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/common/elements.h"
+#include "reference_attention.h"
 #include "support/kernel_cases.h"
 #include "varlen/backend/bind.h"
 #include "varlen/backend/registry.h"
@@ -82,6 +83,47 @@ TEST(FlashAttentionTest, ThreadCountDoesNotChangeABit) {
   FlashAttention(two.params(), 2);
   for (int64_t i = 0; i < one.output().numel(); ++i) {
     ASSERT_EQ(one.output().data<uint16_t>()[i], two.output().data<uint16_t>()[i]) << i;
+  }
+}
+
+TEST(FlashAttentionTest, WindowsAndSinksMatchTheOracleAcrossTiles) {
+  Case c = MakeCase({150, 0, 70, 129}, 4, 2, 32, 24, DType::kFloat32, 5);
+  const QkvTensors qkv = SynthesizeQkv(c);
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<AttentionVariant> variants = {
+      {.window_left = -1, .window_right = 0, .sinks = {}},
+      {.window_left = 70, .window_right = 0, .sinks = {}},
+      {.window_left = 3, .window_right = 100, .sinks = {}},
+      {.window_left = 0, .window_right = 0, .sinks = {}},
+      {.window_left = -1, .window_right = -1, .sinks = {1.0f, -inf, 6.0f, -3.0f}},
+      {.window_left = 64, .window_right = 64, .sinks = {0.0f, 2.0f, -inf, 30.0f}},
+  };
+  for (const AttentionVariant& variant : variants) {
+    const KernelCall flash = BindGroundTruth(qkv.q, qkv.k, qkv.v, c.geometry.seq_lens,
+                                             c.geometry.scale(), DType::kFloat64, variant);
+    const KernelCall oracle = BindGroundTruth(qkv.q, qkv.k, qkv.v, c.geometry.seq_lens,
+                                              c.geometry.scale(), DType::kFloat64, variant);
+    FlashAttention(flash.params(), 2);
+    FastReferenceAttention(oracle.params(), ReferencePrecision::kFloat64);
+    double worst = 0;
+    for (int64_t i = 0; i < flash.output().numel(); ++i) {
+      worst = std::max(worst, std::fabs(flash.output().DoubleAt(i) - oracle.output().DoubleAt(i)));
+    }
+    // Float32 arithmetic on values of about 1.
+    EXPECT_LT(worst, 1e-5) << variant.Describe();
+  }
+}
+
+TEST(FlashAttentionTest, AMaskedKeysValueNeverReachesTheRow) {
+  Case c = MakeCase({100}, 1, 1, 8, 8, DType::kFloat32, 9);
+  const QkvTensors qkv = SynthesizeQkv(c);
+  qkv.v.SetDoubleAt(0, std::numeric_limits<double>::quiet_NaN());  // key 0's value
+  const KernelCall call =
+      BindGroundTruth(qkv.q, qkv.k, qkv.v, c.geometry.seq_lens, c.geometry.scale(), DType::kFloat32,
+                      AttentionVariant{.window_left = 2, .window_right = 0, .sinks = {}});
+  FlashAttention(call.params(), 1);
+  for (int64_t row = 0; row < 100; ++row) {
+    EXPECT_EQ(std::isnan(call.output().DoubleAt(row * 8)), row <= 2) << "row " << row;
   }
 }
 

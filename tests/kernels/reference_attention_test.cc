@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "varlen/backend/bind.h"
 #include "varlen/backend/params.h"
+#include "varlen/contract/variant.h"
 #include "varlen/core/dtype.h"
 #include "varlen/core/tensor.h"
 
@@ -750,6 +751,112 @@ TEST(FastReferenceTest, EveryInstructionSetAgrees) {
         EXPECT_EQ(out, fused) << OracleIsaName(isa) << " dim " << dim;
         EXPECT_EQ(rounding, fused_rounding) << OracleIsaName(isa) << " dim " << dim;
       }
+    }
+  }
+}
+
+// The variant by its definition, in long double: row i of a sequence
+// attends keys j with i - left <= j <= i + right (a negative bound is
+// none), and head h's sink adds exp(sink) to the denominator. A row that
+// attends no key is 0.
+std::vector<long double> NaiveVariantAttention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                               const std::vector<int64_t>& lengths,
+                                               long double scale, const AttentionVariant& variant) {
+  const int64_t tokens = q.size(0), hq = q.size(1), d = q.size(2);
+  const int64_t hkv = k.size(1), dv = v.size(2);
+  std::vector<long double> out(static_cast<size_t>(tokens * hq * dv), 0.0L);
+  int64_t start = 0;
+  for (int64_t length : lengths) {
+    for (int64_t i = 0; i < length; ++i) {
+      for (int64_t h = 0; h < hq; ++h) {
+        const int64_t kv = h / (hq / hkv);
+        long double total =
+            variant.sinks.empty() ? 0.0L : std::exp(static_cast<long double>(variant.sinks[h]));
+        std::vector<long double> acc(static_cast<size_t>(dv), 0.0L);
+        bool any = false;
+        for (int64_t j = 0; j < length; ++j) {
+          if (variant.window_left >= 0 && j < i - variant.window_left) continue;
+          if (variant.window_right >= 0 && j > i + variant.window_right) continue;
+          any = true;
+          long double dot = 0.0L;
+          for (int64_t c = 0; c < d; ++c) {
+            dot += static_cast<long double>(q.DoubleAt(((start + i) * hq + h) * d + c)) *
+                   static_cast<long double>(k.DoubleAt(((start + j) * hkv + kv) * d + c));
+          }
+          const long double weight = std::exp(scale * dot);
+          total += weight;
+          for (int64_t c = 0; c < dv; ++c) {
+            acc[c] +=
+                weight * static_cast<long double>(v.DoubleAt(((start + j) * hkv + kv) * dv + c));
+          }
+        }
+        for (int64_t c = 0; c < dv; ++c) {
+          out[((start + i) * hq + h) * dv + c] = any ? acc[c] / total : 0.0L;
+        }
+      }
+    }
+    start += length;
+  }
+  return out;
+}
+
+TEST(OracleVariantTest, WindowsCausalAndSinksMatchTheDefinition) {
+  const std::vector<int64_t> lengths = {5, 0, 9, 1, 70};
+  const int64_t tokens = 85;
+  const Tensor q = RandomTensor(tokens, 4, 16, DType::kFloat32, 31, Fill::kNormal);
+  const Tensor k = RandomTensor(tokens, 2, 16, DType::kFloat32, 32, Fill::kNormal);
+  const Tensor v = RandomTensor(tokens, 2, 8, DType::kFloat32, 33, Fill::kNormal);
+  const double scale = DefaultScale(16);
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<AttentionVariant> variants = {
+      {.window_left = -1, .window_right = 0, .sinks = {}},  // causal
+      {.window_left = 2, .window_right = 0, .sinks = {}},   // a sliding window
+      {.window_left = 0, .window_right = 3, .sinks = {}},   // looking ahead only
+      {.window_left = 1, .window_right = 1, .sinks = {}},   // both sides
+      {.window_left = 0, .window_right = 0, .sinks = {}},   // the diagonal alone
+      {.window_left = -1, .window_right = -1, .sinks = {0.5f, -inf, 3.0f, -2.0f}},
+      {.window_left = 4, .window_right = 0, .sinks = {8.0f, 0.0f, -inf, 1.0f}},
+  };
+  for (const AttentionVariant& variant : variants) {
+    const std::vector<long double> expected =
+        NaiveVariantAttention(q, k, v, lengths, scale, variant);
+    KernelCall naive = BindGroundTruth(q, k, v, lengths, scale, DType::kFloat64, variant);
+    Poison(naive.output());
+    ReferenceAttention(naive.params(), ReferencePrecision::kFloat64);
+    EXPECT_LT(MaxRelativeError(ReadAll(naive.output()), expected), 1e-13) << variant.Describe();
+    for (OracleIsa isa : RunnableIsas()) {
+      KernelCall fast = BindGroundTruth(q, k, v, lengths, scale, DType::kFloat64, variant);
+      Poison(fast.output());
+      FastReferenceAttention(fast.params(), ReferencePrecision::kFloat64, 2, nullptr, isa);
+      EXPECT_LT(MaxRelativeError(ReadAll(fast.output()), expected), 1e-13)
+          << variant.Describe() << " " << OracleIsaName(isa);
+      // The emulation computes the same variant, within float32's error.
+      KernelCall emulated = BindGroundTruth(q, k, v, lengths, scale, DType::kFloat64, variant);
+      FastReferenceAttention(emulated.params(), ReferencePrecision::kEmulated, 2, nullptr, isa);
+      EXPECT_LT(MaxRelativeError(ReadAll(emulated.output()), expected), 1e-5)
+          << variant.Describe() << " emulated " << OracleIsaName(isa);
+    }
+  }
+}
+
+TEST(OracleVariantTest, AMaskedKeysValueNeverReachesTheRow) {
+  // A NaN value at key 0: causal rows see it, a window of 2 keeps rows from
+  // 3 on clear of it.
+  const std::vector<int64_t> lengths = {12};
+  const Tensor q = RandomTensor(12, 1, 8, DType::kFloat32, 41);
+  const Tensor k = RandomTensor(12, 1, 8, DType::kFloat32, 42);
+  Tensor v = RandomTensor(12, 1, 8, DType::kFloat32, 43);
+  v.SetDoubleAt(0, std::numeric_limits<double>::quiet_NaN());
+  const AttentionVariant window{.window_left = 2, .window_right = 0, .sinks = {}};
+  for (const bool fast : {false, true}) {
+    KernelCall call = BindGroundTruth(q, k, v, lengths, 1.0, DType::kFloat64, window);
+    if (fast) {
+      FastReferenceAttention(call.params(), ReferencePrecision::kFloat64);
+    } else {
+      ReferenceAttention(call.params(), ReferencePrecision::kFloat64);
+    }
+    for (int64_t row = 0; row < 12; ++row) {
+      EXPECT_EQ(std::isnan(call.output().DoubleAt(row * 8)), row <= 2) << "row " << row;
     }
   }
 }

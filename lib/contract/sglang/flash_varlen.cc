@@ -3,6 +3,9 @@
 // share one shape, prepared metadata or a list or cu_seqlens cast to int32
 // on q's device, and differ in a few steps, one FlashVarlenRules field each.
 
+#include <cmath>
+#include <limits>
+
 #include "absl/strings/str_cat.h"
 #include "core/tensor_ops.h"
 #include "resolve_internal.h"
@@ -60,19 +63,65 @@ FlashVarlenRules RulesFor(Profile profile, const SglangBehavior& sglang) {
   }
 }
 
-// window_size and s_aux as the kernel gets them: the full attention of the
-// layer's defaults ((-1, -1) and None), or a variant a case's ground truth
-// does not hold (not modelled).
-absl::Status CheckFullAttention(const ResolveContext& ctx, const FlashVarlenRules& rules) {
-  if (!rules.passes_window) return absl::OkStatus();
+// What the kernel computes: vision.py reads `window_size = kwargs.get(
+// "window_size", (-1, -1))` and `s_aux = kwargs.get("s_aux", None)`, and hands
+// both on (s_aux as `sinks`, when not None). A window of two ints and sinks
+// of one float per query head on q's device become the kernel's variant;
+// FlashAttention's responses to other values were not read from a source, so
+// faithful mode calls them not modelled, and hardened mode refuses them.
+absl::StatusOr<AttentionVariant> KernelVariant(const ResolveContext& ctx,
+                                               const FlashVarlenRules& rules) {
+  AttentionVariant variant;
+  if (!rules.passes_window) return variant;
   const Value window = ctx.kwargs.get("window_size");
   const Value sinks = ctx.kwargs.get("s_aux");
-  const bool full_window = IsFullAttentionWindow(window);
-  if (full_window && sinks.is_none()) return absl::OkStatus();
-  return absl::UnimplementedError(absl::StrCat(
-      full_window ? absl::StrCat("s_aux=", sinks.Repr(), " reaches ", rules.kernel, " as sinks")
-                  : absl::StrCat("window_size=", window.Repr(), " reaches ", rules.kernel),
-      ": a case's ground truth is full attention without sinks (not modelled)"));
+  auto refuse = [&](absl::string_view name, const Value& value, absl::string_view rule) {
+    if (ctx.hardened()) {
+      return PythonError(PyErrorKind::kValueError,
+                         absl::StrCat(name, "=", value.Repr(), ": ", rule));
+    }
+    return absl::UnimplementedError(absl::StrCat(name, "=", value.Repr(), " reaches ", rules.kernel,
+                                                 " (", rule,
+                                                 "; the kernel's response is not modelled)"));
+  };
+  if (!IsFullAttentionWindow(window)) {
+    const bool pair = window.kind() == Value::Kind::kList && window.as_list().size() == 2 &&
+                      window.as_list()[0].kind() == Value::Kind::kInt &&
+                      window.as_list()[1].kind() == Value::Kind::kInt;
+    if (!pair) return refuse("window_size", window, "a window is a pair of ints (left, right)");
+    variant.window_left = window.as_list()[0].as_int();
+    variant.window_right = window.as_list()[1].as_int();
+    if (ctx.hardened() && (variant.window_left < -1 || variant.window_right < -1)) {
+      return refuse("window_size", window, "each bound is -1 (none) or at least 0");
+    }
+  }
+  if (!sinks.is_none()) {
+    const Tensor& q = ctx.call.q;
+    const int64_t heads = q.dim() >= 2 ? q.size(q.dim() - 2) : -1;
+    const bool one_per_head =
+        sinks.is_tensor() && sinks.as_tensor().dim() == 1 && sinks.as_tensor().numel() == heads &&
+        IsFloatingPoint(sinks.as_tensor().dtype()) && sinks.as_tensor().device() == q.device() &&
+        sinks.as_tensor().is_contiguous();
+    if (!one_per_head) {
+      return refuse("s_aux", sinks,
+                    absl::StrCat("sinks are a contiguous floating tensor of one logit per query "
+                                 "head (",
+                                 heads, ") on q's device"));
+    }
+    for (int64_t h = 0; h < heads; ++h) {
+      const double sink = sinks.as_tensor().DoubleAtLogical(h);
+      if (ctx.hardened() && (std::isnan(sink) || sink == std::numeric_limits<double>::infinity())) {
+        return refuse("s_aux", sinks, "a sink is a logit, or -inf for none");
+      }
+      // Held as float32: a float64 sink past float's range is an infinity.
+      variant.sinks.push_back(std::isnan(sink) ||
+                                      std::fabs(sink) <= std::numeric_limits<float>::max()
+                                  ? static_cast<float>(sink)
+                                  : std::copysign(std::numeric_limits<float>::infinity(), sink));
+    }
+  }
+  if (!variant.full()) ctx.Note(absl::StrCat(rules.kernel, " computes ", variant.Describe()));
+  return variant;
 }
 
 FlashVarlenArgs::SglangEntry EntryOf(Profile profile) {
@@ -176,7 +225,7 @@ absl::StatusOr<FlashVarlenArgs> ResolveFaithful(const ResolveContext& ctx, Profi
     }
     args.scale = DefaultSoftmaxScale(profile, call.q.size(call.q.dim() - 1));
   }
-  VARLEN_RETURN_IF_ERROR(CheckFullAttention(ctx, rules));
+  VARLEN_ASSIGN_OR_RETURN(args.variant, KernelVariant(ctx, rules));
   return args;
 }
 
@@ -229,7 +278,7 @@ absl::StatusOr<FlashVarlenArgs> ResolveHardened(const ResolveContext& ctx, Profi
     args.scale = DefaultSoftmaxScale(profile, call.q.size(call.q.dim() - 1));
     VARLEN_RETURN_IF_ERROR(CheckScaleNotDropped(ctx, profile, args.scale));
   }
-  VARLEN_RETURN_IF_ERROR(CheckFullAttention(ctx, rules));
+  VARLEN_ASSIGN_OR_RETURN(args.variant, KernelVariant(ctx, rules));
   return args;
 }
 

@@ -145,11 +145,17 @@ absl::StatusOr<ResolvedArgs> ResolveSglangCall(const AttentionCall& call, Profil
       [&](const std::string& key) { return !HarmlessUnread(key, call.kwargs.get(key)); });
   if (mode == Mode::kHardened && refused != record->unread_keywords.end()) {
     const std::string& key = *refused;
+    // window_size and s_aux ask for another attention than this backend
+    // computes: dropping them is a wrong result, not a no-op.
+    const bool variant = key == "window_size" || key == "s_aux";
     return PythonError(
         PyErrorKind::kTypeError,
         absl::StrCat(key, "=", call.kwargs.get(key).Repr(), ": ", ProfileName(profile),
-                     " never reads this keyword, so it would change nothing (check "
-                     "its spelling, or leave it out)"));
+                     variant ? " never reads this keyword, so it would compute full attention "
+                               "instead (fa3 and xpu_attn hand window_size and s_aux to their "
+                               "kernel)"
+                             : " never reads this keyword, so it would change nothing (check "
+                               "its spelling, or leave it out)"));
   }
   args->q = seen.q;
   args->k = seen.k;

@@ -214,7 +214,8 @@ def flash_attn_func(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_se
                     softmax_scale=None, window_size=(-1, -1), sinks=None, ver=3, causal=False):
     record("flash_attn_varlen_func_fa4" if ver == 4 else "flash_attn_varlen_func", q=q, k=k, v=v,
             cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q,
-            max_seqlen_k=max_seqlen_k, softmax_scale=softmax_scale, causal=causal)
+            max_seqlen_k=max_seqlen_k, softmax_scale=softmax_scale, causal=causal,
+            window_size=window_size, sinks=sinks)
     if ver == 3:
         return _fa3_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                            softmax_scale, causal, window_size, sinks)
@@ -231,7 +232,7 @@ def flash_attn_varlen_func(q, k, v, *, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
     # engine's path makes.
     record("flash_attn_varlen_func", q=q, k=k, v=v, cu_seqlens_q=cu_seqlens_q,
             cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
-            softmax_scale=softmax_scale, causal=causal)
+            softmax_scale=softmax_scale, causal=causal, window_size=window_size, sinks=sinks)
     engine = _ENGINE.get()
     if engine.profile == "amx_attn":
         amx_entry.amx_varlen_entry(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
@@ -490,6 +491,14 @@ class Comparer(compare.Comparer):
             pairs += [("cu_seqlens", resolved["cu_seqlens"], self.as_json(a["cu_seqlens_q"])),
                       ("max_seqlen", resolved["max_seqlen"], self.as_json(a["max_seqlen_q"]))]
             pairs += _scale_pairs(resolved, a["softmax_scale"], profile, head_dim)
+            # What the kernel computes besides full attention, where the
+            # model says it gets a window or sinks.
+            if "window" in resolved:
+                pairs.append(("window", resolved["window"], list(a.get("window_size", ()))))
+            if "sinks" in resolved:
+                sinks = a.get("sinks")
+                pairs.append(("sinks", resolved["sinks"],
+                              None if sinks is None else sinks.float().tolist()))
         elif profile == "triton_attn":
             ws = kwargs.get("output_ws")
             pairs += [("cu_seqlens", resolved["cu_seqlens"], self.as_json(a["cu_seqlens"])),

@@ -46,6 +46,11 @@ struct BackendCapabilities {
   // q, k and v whose token or head stride is not the dense one (views of a
   // fused qkv projection). Without it such calls are not supported.
   bool strided_inputs = false;
+  // The attention variants of VarlenAttentionParams: a sliding window (and
+  // causal attention, its right bound at 0), and attention sinks. A kernel
+  // without them computes full attention; handed one, it is not supported.
+  bool windows = false;
+  bool sinks = false;
   // The calling conventions whose kernel arguments it consumes (the kernel
   // an SGLang profile binds); empty: every profile.
   std::vector<Profile> profiles = {};

@@ -55,6 +55,8 @@ struct LaunchShape {
   double softmax_scale = 0;
   int64_t output_rows = 0;
   std::vector<Sequence> sequences;
+  int64_t window_left = -1, window_right = -1;
+  std::vector<float> sinks;
   bool operator==(const LaunchShape&) const = default;
 };
 
@@ -99,6 +101,7 @@ class KernelCall {
   Tensor q_, k_, v_, output_;
   Shape result_shape_;
   std::vector<int64_t> q_start_, k_start_, v_start_, o_start_, seqlen_q_, seqlen_k_;
+  std::vector<float> sinks_;  // one per query head, or none
   struct HostRows {
     int64_t o_start, rows, v_start, keys;  // tokens
     bool nan;                              // NaN rather than the mean of the values
@@ -120,11 +123,12 @@ absl::StatusOr<KernelCall> BindForKernel(const ResolvedArgs& resolved);
 bool IsKernelCapabilityLimit(const absl::Status& status);
 
 // The ground-truth launch: token lengths `lengths` packed back to back, every
-// row computed, the output in `output_dtype`. This is what the float64
-// reference runs on, independent of any resolved argument.
+// row computed, the output in `output_dtype`, the attention `variant`. This
+// is what the float64 reference runs on, independent of any resolved
+// argument. REQUIRES: no sinks, or one per head of q.
 KernelCall BindGroundTruth(const Tensor& q, const Tensor& k, const Tensor& v,
                            const std::vector<int64_t>& lengths, double softmax_scale,
-                           DType output_dtype);
+                           DType output_dtype, const AttentionVariant& variant = {});
 
 }  // namespace varlen
 

@@ -67,6 +67,15 @@ struct VarlenAttentionParams {
   // from max_seqlen truncate a sequence that is longer than promised.
   int64_t max_rows_q = 0;
   int64_t max_keys = 0;
+
+  // The attention variant (varlen/contract/variant.h): row i of sequence b
+  // attends key j when i + shift - window_left <= j <= i + shift +
+  // window_right, shift = seqlen_k[b] - seqlen_q[b], a negative bound being
+  // none. `sinks`, when set, holds one logit per query head that joins each
+  // row's softmax denominator. KeysOfRow() is this rule, written once.
+  int64_t window_left = -1;
+  int64_t window_right = -1;
+  const float* sinks = nullptr;
 };
 
 // Where one sequence lives and how much of it a kernel touches.
@@ -92,6 +101,30 @@ VARLEN_HOST_DEVICE inline SequenceView SequenceAt(const VarlenAttentionParams& p
           rows > 0 ? p.o_start[b] : 0,
           rows,
           keys};
+}
+
+// The keys [first, last) row `row` of sequence b attends to (of the view's
+// keys), under the window; first >= last when it attends none.
+struct KeyRange {
+  int64_t first, last;
+};
+VARLEN_HOST_DEVICE inline KeyRange KeysOfRow(const VarlenAttentionParams& p, int b,
+                                             const SequenceView& s, int64_t row) {
+  KeyRange range{0, s.keys};
+  if (s.keys == 0) return range;
+  // Both lengths are positive here (the view has rows and keys), and row <
+  // seqlen_q: no step overflows, whatever the window's bounds.
+  const int64_t diagonal = row + (p.seqlen_k[b] - p.seqlen_q[b]);
+  if (p.window_left >= 0 && p.window_left < diagonal) range.first = diagonal - p.window_left;
+  if (p.window_right >= 0 && p.window_right < range.last - 1 - diagonal) {
+    range.last = diagonal + p.window_right + 1;
+  }
+  return range;
+}
+
+// Whether the kernel computes anything but full attention.
+VARLEN_HOST_DEVICE inline bool HasVariant(const VarlenAttentionParams& p) {
+  return p.window_left >= 0 || p.window_right >= 0 || p.sinks != nullptr;
 }
 
 // The KV head that query head `h` reads under GQA.

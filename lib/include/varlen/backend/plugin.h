@@ -31,7 +31,7 @@
 namespace varlen {
 
 // Raised whenever Backend, its params struct or this protocol changes.
-inline constexpr int kBackendPluginVersion = 1;
+inline constexpr int kBackendPluginVersion = 2;
 
 namespace plugin_internal {
 template <typename... Backends>

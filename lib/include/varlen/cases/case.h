@@ -6,8 +6,9 @@
 // produce Cases, and one executor runs them (executor.h).
 //
 //   geometry     the ground truth: per-sequence token counts (zero allowed),
-//                heads, head dims, dtype. The numerical reference is computed
-//                from it and from nothing else.
+//                heads, head dims, dtype, the attention variant (window,
+//                causal, sinks). The numerical reference is computed from it
+//                and from nothing else.
 //   data         a seed and a value distribution for q, k and v.
 //   call         what the caller hands the backend: calling convention,
 //                entry, cu_seqlens, prepared metadata, keyword arguments, each
@@ -39,6 +40,7 @@
 #include "nlohmann/json.hpp"
 #include "varlen/contract/call.h"
 #include "varlen/contract/platform.h"
+#include "varlen/contract/variant.h"
 #include "varlen/core/dtype.h"
 #include "varlen/core/status.h"
 #include "varlen/core/tensor.h"
@@ -56,6 +58,9 @@ struct Geometry {
   // calling convention computes (DefaultSoftmaxScale), and scale() returns
   // 1/sqrt(head_dim).
   std::optional<double> softmax_scale;
+  // What each row attends besides its whole sequence: a sliding window
+  // (causal: right bound 0) and attention sinks, one logit per query head.
+  AttentionVariant variant;
 
   int64_t total_tokens() const;
   int64_t longest() const;  // the longest sequence; 0 without any

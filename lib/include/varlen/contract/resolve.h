@@ -30,6 +30,7 @@
 
 #include "absl/status/status.h"
 #include "varlen/contract/call.h"
+#include "varlen/contract/variant.h"
 #include "varlen/core/device_ledger.h"
 #include "varlen/core/tensor.h"
 #include "varlen/core/value.h"
@@ -84,6 +85,9 @@ struct FlashVarlenArgs {
   // and v's head dims by q's remainder to a multiple of 8 before the op
   // checks them, and slices the output back; vLLM's build does not.
   bool pads_head_dim_to_8 = false;
+  // What the kernel computes besides full attention: SGLang's fa3 and
+  // xpu_attn hand the caller's window_size and s_aux (as sinks) to it.
+  AttentionVariant variant;
   // FA4 through flash_attn.cute: the CuTe DSL's position of max_seqlen_q,
   // where it refuses a tensor (DSLRuntimeError); 0 where that conversion is
   // not modelled (SGLang's vendored copy).
