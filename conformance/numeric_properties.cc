@@ -84,6 +84,20 @@ std::string CheckNumerics(const Backend& backend, const Case& c, PropertyRun* ru
 
 namespace {
 
+// Numbers drawn from a case's seed, one stream per `purpose`: what a
+// property adds to a generated case is then a function of the case.
+class SeedDraws {
+ public:
+  SeedDraws(uint64_t seed, uint64_t purpose) : state_(seed * 0x9E3779B97F4A7C15ULL + purpose) {}
+  uint64_t operator()(uint64_t n) {  // in [0, n)
+    state_ = state_ * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (state_ >> 33) % n;
+  }
+
+ private:
+  uint64_t state_;
+};
+
 // The generated geometry with an attention variant, drawn from the case's
 // seed: a causal mask, a sliding window, a window on both sides, sinks
 // alone (one head without), or a window with sinks. Unset when the backend
@@ -91,11 +105,7 @@ namespace {
 std::optional<Case> WithVariant(const Case& generated, const BackendCapabilities& caps) {
   if (!caps.windows && !caps.sinks) return std::nullopt;
   Case c = AsPackedData(generated, generated.data.distribution);
-  uint64_t draw = c.data.seed * 0x9E3779B97F4A7C15ULL + 1;
-  const auto next = [&draw](uint64_t n) {
-    draw = draw * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (draw >> 33) % n;
-  };
+  SeedDraws next(c.data.seed, 1);
   const int64_t reach = std::max<int64_t>(c.geometry.longest(), 1);
   AttentionVariant& variant = c.geometry.variant;
   const uint64_t kind = next(5);
@@ -114,6 +124,32 @@ std::optional<Case> WithVariant(const Case& generated, const BackendCapabilities
   return c;
 }
 
+// The generated geometry with rows in no sequence, drawn from the case's
+// seed: before the first sequence, between sequences, after the last.
+Case WithPadding(const Case& generated) {
+  Case c = AsPackedData(generated, generated.data.distribution);
+  SeedDraws next(c.data.seed, 2);
+  std::vector<int64_t>& padding = c.geometry.padding;
+  padding.assign(c.geometry.seq_lens.size() + 1, 0);
+  for (int64_t& rows : padding) rows = next(3) == 0 ? 0 : 1 + static_cast<int64_t>(next(8));
+  if (c.geometry.padding_rows() == 0) padding.back() = 1;
+  return c;
+}
+
+// The ground truth of `c` on `backend`, judged against the float64 oracle.
+std::string JudgeGroundTruth(const Backend& backend, const Case& c, absl::string_view what,
+                             PropertyRun* run) {
+  const QkvTensors qkv = SynthesizeQkv(c);
+  absl::StatusOr<KernelCall> call = RunGroundTruth(backend, qkv.q, qkv.k, qkv.v, c.geometry);
+  if (!call.ok()) return FailureOf(call.status(), run);
+  const Reference reference = ComputeReference(c.geometry, qkv.q, qkv.k, qkv.v);
+  const NumericReport report = JudgeOutput(c.geometry, reference, call->output(), ToleranceModel());
+  if (report.passed) return "";
+  return absl::StrCat(
+      what, " over ", GeometryJson(c),
+      ": the output does not match the float64 reference: ", SummarizeNumerics(report));
+}
+
 }  // namespace
 
 std::string CheckAttentionVariants(const Backend& backend, const Case& generated,
@@ -123,17 +159,12 @@ std::string CheckAttentionVariants(const Backend& backend, const Case& generated
     ++run->unsupported;
     return "";
   }
-  const Geometry& g = c->geometry;
-  const QkvTensors qkv = SynthesizeQkv(*c);
-  absl::StatusOr<KernelCall> call =
-      RunGroundTruth(backend, qkv.q, qkv.k, qkv.v, g.seq_lens, g.scale(), g.variant);
-  if (!call.ok()) return FailureOf(call.status(), run);
-  const Reference reference = ComputeReference(g, qkv.q, qkv.k, qkv.v);
-  const NumericReport report = JudgeOutput(g, reference, call->output(), ToleranceModel());
-  if (report.passed) return "";
-  return absl::StrCat(
-      g.variant.Describe(), " over ", GeometryJson(*c),
-      ": the output does not match the float64 reference: ", SummarizeNumerics(report));
+  return JudgeGroundTruth(backend, *c, c->geometry.variant.Describe(), run);
+}
+
+std::string CheckPaddingRows(const Backend& backend, const Case& generated, PropertyRun* run) {
+  return JudgeGroundTruth(backend, WithPadding(generated),
+                          "rows in no sequence (NaN in q, k and v)", run);
 }
 
 std::string CheckSystematicError(const Backend& backend, const Case& generated, PropertyRun* run) {

@@ -16,6 +16,7 @@ constexpr Property kProperties[] = {
     {"GqaRepeatedKv", CheckGqaRepeatedKv, false},
     // Last: a property's long cases take their seed from its place here.
     {"AttentionVariants", CheckAttentionVariants, false},
+    {"PaddingRows", CheckPaddingRows, false},
 };
 
 absl::Span<const Property> Properties() { return kProperties; }

@@ -42,6 +42,9 @@ std::string CheckNumerics(const Backend&, const Case&, PropertyRun*);
 // against the float64 reference; unsupported where the backend computes
 // none of them.
 std::string CheckAttentionVariants(const Backend&, const Case&, PropertyRun*);
+// The ground truth's launch with rows in no sequence (before, between and
+// after the sequences; NaN in q, k and v), judged against the reference.
+std::string CheckPaddingRows(const Backend&, const Case&, PropertyRun*);
 std::string CheckSystematicError(const Backend&, const Case&, PropertyRun*);
 std::string CheckArgumentForms(const Backend&, const Case&, PropertyRun*);
 std::string CheckGraphSafety(const Backend&, const Case&, PropertyRun*);

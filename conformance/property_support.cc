@@ -9,16 +9,29 @@
 
 namespace varlen::internal {
 
-absl::StatusOr<KernelCall> RunGroundTruth(const Backend& backend, const Tensor& q, const Tensor& k,
-                                          const Tensor& v, const std::vector<int64_t>& lengths,
-                                          double scale, const AttentionVariant& variant) {
-  KernelCall call = BindGroundTruth(q, k, v, lengths, scale, q.dtype(), variant);
+namespace {
+
+absl::StatusOr<KernelCall> RunLaunch(const Backend& backend, KernelCall call) {
   const VarlenAttentionParams params = call.params();
   VARLEN_RETURN_IF_ERROR(backend.Available());
   VARLEN_RETURN_IF_ERROR(backend.Supports(params));
   PoisonOutput(call.output());
   VARLEN_RETURN_IF_ERROR(RunSupported(backend, params));
   return call;
+}
+
+}  // namespace
+
+absl::StatusOr<KernelCall> RunGroundTruth(const Backend& backend, const Tensor& q, const Tensor& k,
+                                          const Tensor& v, const std::vector<int64_t>& lengths,
+                                          double scale, const AttentionVariant& variant) {
+  return RunLaunch(backend, BindGroundTruth(q, k, v, lengths, scale, q.dtype(), variant));
+}
+
+absl::StatusOr<KernelCall> RunGroundTruth(const Backend& backend, const Tensor& q, const Tensor& k,
+                                          const Tensor& v, const Geometry& g) {
+  return RunLaunch(backend, BindGroundTruth(q, k, v, g.SequenceStarts(), g.seq_lens, g.scale(),
+                                            q.dtype(), g.variant));
 }
 
 std::string FailureOf(const absl::Status& status, PropertyRun* run) {

@@ -24,6 +24,10 @@ namespace varlen::internal {
 absl::StatusOr<KernelCall> RunGroundTruth(const Backend& backend, const Tensor& q, const Tensor& k,
                                           const Tensor& v, const std::vector<int64_t>& lengths,
                                           double scale, const AttentionVariant& variant = {});
+// The same for a case's geometry: its sequences where its padding puts them,
+// its scale and its variant.
+absl::StatusOr<KernelCall> RunGroundTruth(const Backend& backend, const Tensor& q, const Tensor& k,
+                                          const Tensor& v, const Geometry& g);
 
 // Why a property fails when its first launch did not run: nothing when the
 // backend does not support the launch (the case is counted unsupported),

@@ -61,6 +61,8 @@ constexpr BugInfo kBugs[] = {
     {FlashBug::kWindowRightExclusive, "window_right_exclusive",
      "variant: the window's right bound off by one"},
     {FlashBug::kIgnoresSinks, "ignores_sinks", "variant: the sinks dropped"},
+    {FlashBug::kKeyOffsetsFromLengths, "key_offsets_from_lengths",
+     "padding: keys found by summing lengths, rows in no sequence assumed away"},
 };
 
 class FlashMutantBackend final : public Backend {

@@ -294,6 +294,11 @@ void RunTile(const VarlenAttentionParams& p, const WorkItem& w, FlashBug bug,
     k_offset = first.k_offset, v_offset = first.v_offset;
   }
   if (bug == FlashBug::kQueryOffsetsForKeys) k_offset = v_offset = view.q_offset;
+  if (bug == FlashBug::kKeyOffsetsFromLengths) {
+    int64_t packed = 0;
+    for (int b = 0; b < w.sequence; ++b) packed += p.seqlen_k[b];
+    k_offset = packed * st.k_token, v_offset = packed * st.v_token;
+  }
   const int64_t k_base = k_offset + kv_head * st.k_head;
   const int64_t v_base = v_offset + kv_head * st.v_head;
   if (bug == FlashBug::kReadsOneKeyPastTheSequence) ++sequence_keys;

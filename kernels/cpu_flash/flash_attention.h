@@ -61,9 +61,11 @@ enum class FlashBug {
                                 // summed without rescaling to the common maximum
   kRowsCappedAt4096,            // a launch grid of at most 64 row blocks: rows past 4,096 unwritten
   // Bugs of the attention variants (a window, sinks):
-  kIgnoresWindow,         // full attention whatever the window
-  kWindowRightExclusive,  // the window's right bound read as exclusive (one key short)
-  kIgnoresSinks,          // the sinks left out of the denominator
+  kIgnoresWindow,          // full attention whatever the window
+  kWindowRightExclusive,   // the window's right bound read as exclusive (one key short)
+  kIgnoresSinks,           // the sinks left out of the denominator
+  kKeyOffsetsFromLengths,  // keys found by summing the lengths before (cu_seqlens_k rebuilt from
+                           // seqused_k): rows in no sequence assumed away
 };
 
 // Where the length mutants change behaviour.

@@ -76,7 +76,7 @@ absl::Status GpuReferenceAvailable();
 // Like ReferenceAttention, on the current device (params point at host
 // memory; they are copied there and back). It takes float32, float16 and
 // bfloat16 inputs (kept exact as float in shared memory), head dims up
-// to kGpuReferenceMaxHeadDim, and full attention only (no window or sinks).
+// to kGpuReferenceMaxHeadDim, windows and sinks as ReferenceAttention does.
 // REQUIRES: GpuReferenceAvailable().ok().
 inline constexpr int kGpuReferenceMaxHeadDim = 256;
 absl::Status GpuReferenceAttention(const VarlenAttentionParams& params,

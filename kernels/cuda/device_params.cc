@@ -89,18 +89,22 @@ absl::StatusOr<DeviceParams> DeviceParams::Upload(const VarlenAttentionParams& h
     const void** to;
   };
   const void* o_device = nullptr;
+  const void* sinks = nullptr;
   const void* arrays[6] = {};
-  for (const Transfer& u :
-       std::initializer_list<Transfer>{{host.q, in * static_cast<size_t>(host.q_numel), &d.q},
-                                       {host.k, in * static_cast<size_t>(host.k_numel), &d.k},
-                                       {host.v, in * static_cast<size_t>(host.v_numel), &d.v},
-                                       {host.o, o * static_cast<size_t>(host.o_numel), &o_device},
-                                       {host.q_start, per_sequence, &arrays[0]},
-                                       {host.k_start, per_sequence, &arrays[1]},
-                                       {host.v_start, per_sequence, &arrays[2]},
-                                       {host.o_start, per_sequence, &arrays[3]},
-                                       {host.seqlen_q, per_sequence, &arrays[4]},
-                                       {host.seqlen_k, per_sequence, &arrays[5]}}) {
+  for (const Transfer& u : std::initializer_list<Transfer>{
+           {host.q, in * static_cast<size_t>(host.q_numel), &d.q},
+           {host.k, in * static_cast<size_t>(host.k_numel), &d.k},
+           {host.v, in * static_cast<size_t>(host.v_numel), &d.v},
+           {host.o, o * static_cast<size_t>(host.o_numel), &o_device},
+           {host.q_start, per_sequence, &arrays[0]},
+           {host.k_start, per_sequence, &arrays[1]},
+           {host.v_start, per_sequence, &arrays[2]},
+           {host.o_start, per_sequence, &arrays[3]},
+           {host.seqlen_q, per_sequence, &arrays[4]},
+           {host.seqlen_k, per_sequence, &arrays[5]},
+           {host.sinks,
+            host.sinks == nullptr ? 0 : sizeof(float) * static_cast<size_t>(host.num_heads_q),
+            &sinks}}) {
     absl::StatusOr<void*> copied = out.Copy(u.from, u.bytes);
     if (!copied.ok()) return copied.status();
     *u.to = *copied;
@@ -112,6 +116,7 @@ absl::StatusOr<DeviceParams> DeviceParams::Upload(const VarlenAttentionParams& h
   d.o_start = static_cast<const int64_t*>(arrays[3]);
   d.seqlen_q = static_cast<const int64_t*>(arrays[4]);
   d.seqlen_k = static_cast<const int64_t*>(arrays[5]);
+  d.sinks = static_cast<const float*>(sinks);
   return out;
 }
 

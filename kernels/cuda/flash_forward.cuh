@@ -8,14 +8,18 @@
 //      head_dim: TileElementSource);
 //   2. each warp computes S = Q K^T for its 16 rows (tensor cores for
 //      float16 and bfloat16, float32 FMAs for float32 inputs);
-//   3. one lane per row runs SoftmaxTileRow: scale, mask, running maximum,
+//   3. one lane per row runs SoftmaxTileRow: scale, mask (the keys past the
+//      sequence, and those outside the row's window), running maximum,
 //      rescale factor, running sum, P rounded to the input dtype;
-//   4. the warp rescales its rows of the float32 accumulator and adds P V.
+//   4. the warp rescales its rows of the float32 accumulator and adds P V
+//      (under a window, a tile whose values hold NaN or infinity row by row
+//      over each row's own keys: AccumulateAttended).
 //
-// The epilogue divides by the row sum and rounds to the input dtype. Steps
-// 1 and the epilogue touch global memory; every address comes from
-// SequenceAt and the params' strides, in int64. The arithmetic of steps 3
-// and the epilogue is tile_math.h, shared with the host tests.
+// The epilogue divides by the row sum (a sink joining it) and rounds to the
+// input dtype. Steps 1 and the epilogue touch global memory; every address
+// comes from SequenceAt and the params' strides, in int64. The arithmetic of
+// steps 3 and 4 and of the epilogue is tile_math.h, shared with the host
+// tests.
 
 #ifndef VARLEN_KERNELS_CUDA_FLASH_FORWARD_CUH_
 #define VARLEN_KERNELS_CUDA_FLASH_FORWARD_CUH_
@@ -121,6 +125,23 @@ __device__ void WarpAccumulate(const Storage<E>* p_rows, const Storage<E>* v_til
   }
 }
 
+// acc[16 rows of this warp][kD] += P V, each row over the columns it
+// attends: a tile whose values hold NaN or infinity under a window (step 4,
+// AccumulateAttended).
+template <TileElement E, int kD, int kKeys>
+__device__ void WarpAccumulateAttended(const VarlenAttentionParams& p, int sequence,
+                                       const SequenceView& view, int64_t first_row, int64_t rows,
+                                       int64_t first_key, int valid_keys, const Storage<E>* p_rows,
+                                       const Storage<E>* v_tile, float* acc_rows, int lane) {
+  for (int e = lane; e < 16 * kD; e += 32) {
+    const int r = e / kD, j = e % kD;
+    if (r >= rows) break;  // e grows with r
+    const TileColumns attended =
+        AttendedColumns(KeysOfRow(p, sequence, view, first_row + r), first_key, valid_keys);
+    acc_rows[e] = AccumulateAttended<E>(p_rows + r * kKeys, v_tile, kD, j, attended, acc_rows[e]);
+  }
+}
+
 template <TileElement E, int kHeadDim>
 __global__ void __launch_bounds__(TileShapeFor(E, kHeadDim).threads)
     FlashForwardKernel(const VarlenAttentionParams p) {
@@ -159,6 +180,7 @@ __global__ void __launch_bounds__(TileShapeFor(E, kHeadDim).threads)
   const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   const int warp_row = warp * 16;
   const float scale = static_cast<float>(p.softmax_scale);
+  const bool windowed = HasWindow(p);
   for (int64_t first_key = 0; first_key < view.keys; first_key += kKeys) {
     const int valid_keys =
         static_cast<int>(view.keys - first_key < kKeys ? view.keys - first_key : kKeys);
@@ -171,7 +193,12 @@ __global__ void __launch_bounds__(TileShapeFor(E, kHeadDim).threads)
                 {view.v_offset + first_key * p.v_token_stride + kv_head * p.v_head_stride,
                  p.v_token_stride, valid_keys, p.head_dim_v, kD},
                 kKeys * kD);
-    __syncthreads();
+    bool non_finite = false;
+    if (windowed) {
+      for (int e = threadIdx.x; e < kKeys * kD; e += blockDim.x)
+        non_finite = non_finite || !IsFiniteValue(Decode<E>(v_tile[e]));
+    }
+    const bool mask_values = __syncthreads_or(non_finite) != 0;  // also the tiles' barrier
 
     WarpScores<E, kD, kKeys>(q_tile + warp_row * kD, k_tile, scores + warp_row * kKeys, lane);
     __syncwarp();
@@ -180,7 +207,9 @@ __global__ void __launch_bounds__(TileShapeFor(E, kHeadDim).threads)
       float* row = scores + r * kKeys;
       float factor = 1.0f;
       if (r < rows) {
-        factor = SoftmaxTileRow<E>(row, valid_keys, kKeys, scale, &row_state[r]);
+        const KeyRange keys = KeysOfRow(p, sequence, view, first_row + r);
+        factor = SoftmaxTileRow<E>(row, AttendedColumns(keys, first_key, valid_keys), kKeys, scale,
+                                   &row_state[r]);
       } else {
         for (int c = 0; c < kKeys; ++c) row[c] = 0.0f;  // no query row: P stays finite
       }
@@ -191,18 +220,25 @@ __global__ void __launch_bounds__(TileShapeFor(E, kHeadDim).threads)
     for (int e = lane; e < 16 * kD; e += 32)
       acc[warp_row * kD + e] *= correction[warp_row + e / kD];
     __syncwarp();
-    WarpAccumulate<E, kD, kKeys>(p_tile + warp_row * kKeys, v_tile, acc + warp_row * kD, lane);
+    if (mask_values) {
+      WarpAccumulateAttended<E, kD, kKeys>(p, sequence, view, first_row + warp_row, rows - warp_row,
+                                           first_key, valid_keys, p_tile + warp_row * kKeys, v_tile,
+                                           acc + warp_row * kD, lane);
+    } else {
+      WarpAccumulate<E, kD, kKeys>(p_tile + warp_row * kKeys, v_tile, acc + warp_row * kD, lane);
+    }
   }
   __syncthreads();
 
   S* o = static_cast<S*>(p.o);
   const int64_t o_base = view.o_offset + first_row * p.o_token_stride + head * p.o_head_stride;
-  const bool has_keys = view.keys > 0;
+  const float sink = SinkOf(p, head);
   for (int e = threadIdx.x; e < kRows * p.head_dim_v; e += blockDim.x) {
     const int r = e / p.head_dim_v, j = e % p.head_dim_v;
     if (r >= rows) break;  // e grows with r
+    const KeyRange keys = KeysOfRow(p, sequence, view, first_row + r);
     o[o_base + r * p.o_token_stride + j] =
-        Encode<E>(FinalizeOutput(acc[r * kD + j], row_state[r], has_keys));
+        Encode<E>(FinalizeOutput(acc[r * kD + j], row_state[r], keys.first < keys.last, sink));
   }
 }
 

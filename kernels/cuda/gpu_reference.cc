@@ -24,10 +24,6 @@ absl::Status GpuReferenceAttention(const VarlenAttentionParams& params,
         kGpuReferenceMaxHeadDim, "; not ", DTypeName(params.input_dtype), " with head dims ",
         params.head_dim_qk, "/", params.head_dim_v));
   }
-  if (HasVariant(params)) {
-    return absl::UnimplementedError(
-        "the GPU reference computes full attention only: no window, causal mask or sinks");
-  }
   int64_t longest = 0;
   for (int b = 0; b < params.batch; ++b) longest = std::max(longest, SequenceAt(params, b).rows);
   absl::StatusOr<cuda_kernels::DeviceParams> device = cuda_kernels::DeviceParams::Upload(params);

@@ -30,6 +30,8 @@ BackendCapabilities KernelCapabilities() {
       .grouped_query_attention = true,
       .distinct_value_head_dim = true,
       .strided_inputs = true,
+      .windows = true,
+      .sinks = true,
       .profiles = {Profile::kFa3, Profile::kTritonAttn, Profile::kFa4, Profile::kAiterAttn,
                    Profile::kAscendAttn, Profile::kAmxAttn, Profile::kXpuAttn,
                    Profile::kVllmFlashAttnFa2, Profile::kVllmFlashAttnFa3, Profile::kVllmTritonAttn,

@@ -1,7 +1,9 @@
 // The GPU reference: ReferenceAttention's arithmetic (kernels/cpu_reference)
 // for cases too large for the CPU. Deliberately not the flash kernel's
 // algorithm: the row maximum comes from a first pass over every key, the
-// second pass takes exp, the sum and P V, and nothing is rescaled.
+// second pass takes exp, the sum and P V, and nothing is rescaled. A row
+// attends the keys KeysOfRow gives it; a sink starts its maximum and joins
+// its sum, as in the CPU reference.
 //
 // One block per (32 query rows, head, sequence), eight threads per row.
 // Keys and values pass through shared memory 32 at a time, stored as float:
@@ -111,6 +113,10 @@ __global__ void __launch_bounds__(kThreads)
   const Acc scale = static_cast<Acc>(p.softmax_scale);
   const int64_t k_base = view.k_offset + kv_head * p.k_head_stride;
   const int64_t v_base = view.v_offset + kv_head * p.v_head_stride;
+  const bool in_sequence = first_row + row < view.rows;
+  const KeyRange keys =
+      in_sequence ? KeysOfRow(p, sequence, view, first_row + row) : KeyRange{0, view.keys};
+  const auto attends = [&](int64_t key) { return key >= keys.first && key < keys.last; };
   const auto logit = [&](int key) {
     Acc dot = 0;
     for (int i = 0; i < d; ++i)
@@ -118,14 +124,17 @@ __global__ void __launch_bounds__(kThreads)
     return dot * scale;
   };
 
-  // Pass 1: the maximum of each row.
-  Acc max_logit = -static_cast<Acc>(INFINITY);
+  // Pass 1: the maximum of each row (the sink's, when larger).
+  const Acc sink =
+      p.sinks != nullptr ? static_cast<Acc>(p.sinks[head]) : -static_cast<Acc>(INFINITY);
+  Acc max_logit = sink;
   for (int64_t chunk = 0; chunk < view.keys; chunk += kKeys) {
     __syncthreads();
     LoadRows(k, p.k, p.input_dtype, k_base + chunk * p.k_token_stride, p.k_token_stride,
              view.keys - chunk, kKeys, d);
     __syncthreads();
     for (int c = lane; c < kKeys && chunk + c < view.keys; c += kLanesPerRow) {
+      if (!attends(chunk + c)) continue;
       const Acc s = logit(c);
       max_logit = s > max_logit ? s : max_logit;  // NaN is skipped, as std::max does
     }
@@ -144,7 +153,7 @@ __global__ void __launch_bounds__(kThreads)
     __syncthreads();
     for (int c = lane; c < kKeys; c += kLanesPerRow) {
       Acc w = 0;
-      if (chunk + c < view.keys) {
+      if (chunk + c < view.keys && attends(chunk + c)) {
         w = exp(logit(c) - max_logit);
         sum += w;
         if (round_probabilities) w = RoundToInput(static_cast<float>(w), p.input_dtype);
@@ -162,16 +171,18 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
-  const Acc denominator = RowReduce(sum, /*take_max=*/false);
+  Acc denominator = RowReduce(sum, /*take_max=*/false);
+  if (p.sinks != nullptr) denominator += exp(sink - max_logit);
 
-  if (first_row + row >= view.rows) return;
+  if (!in_sequence) return;
   const int64_t o_row =
       view.o_offset + (first_row + row) * p.o_token_stride + head * p.o_head_stride;
 #pragma unroll
   for (int i = 0; i < kMaxColumnsPerLane; ++i) {
     const int column = lane + i * kLanesPerRow;
     if (column < dv) {
-      const double value = view.keys == 0 ? 0.0 : static_cast<double>(out[i] / denominator);
+      const double value =
+          keys.first >= keys.last ? 0.0 : static_cast<double>(out[i] / denominator);
       StoreValue(p.o, o_row + column, value, p.output_dtype);
     }
   }

@@ -15,10 +15,14 @@
 //     comes from in global memory, or nothing (zero fill) past the sequence
 //     or past head_dim: the boundary masking of the last tile and the
 //     head-dim padding;
+//   * AttendedColumns: which columns of a key tile a row attends (the keys
+//     of the sequence, within the row's window);
 //   * SoftmaxTileRow: the online-softmax step of one query row over one key
-//     tile (scale, mask of keys past the sequence, running maximum, rescale
-//     factor, running sum, probabilities rounded to the input dtype);
-//   * FinalizeOutput: the normalisation of the epilogue.
+//     tile (scale, mask of the columns the row does not attend, running
+//     maximum, rescale factor, running sum, probabilities rounded to the
+//     input dtype);
+//   * FinalizeOutput: the normalisation of the epilogue, a sink joining the
+//     row sum.
 
 #ifndef VARLEN_KERNELS_CUDA_TILE_MATH_H_
 #define VARLEN_KERNELS_CUDA_TILE_MATH_H_
@@ -178,17 +182,35 @@ VARLEN_HOST_DEVICE inline float Exp(float x) {
 #endif
 }
 
+// The columns [first, end) of a key tile that a row attends.
+struct TileColumns {
+  int first, end;
+};
+
+// The columns of the tile of keys [first_key, first_key + valid_keys) of a
+// sequence that a row attending the keys `range` (KeysOfRow) takes.
+VARLEN_HOST_DEVICE inline TileColumns AttendedColumns(const KeyRange& range, int64_t first_key,
+                                                      int valid_keys) {
+  const auto clamp = [valid_keys](int64_t key) {
+    return key < 0 ? 0 : key > valid_keys ? valid_keys : static_cast<int>(key);
+  };
+  const int first = clamp(range.first - first_key);
+  const int end = clamp(range.last - first_key);
+  return {first, end > first ? end : first};
+}
+
 // One online-softmax step of a query row over one key tile. `scores` holds
-// the row's raw dot products q.k for `tile_keys` columns, of which the first
-// `valid_keys` are keys of the sequence. On return scores[c] is the
-// probability exp(scale * s - max) rounded to the input dtype (0 for the
-// masked columns), `state` covers the tile, and the result is the factor by
-// which everything accumulated before this tile must be multiplied.
+// the row's raw dot products q.k for `tile_keys` columns, of which the row
+// attends `attended`. On return scores[c] is the probability
+// exp(scale * s - max) rounded to the input dtype (0 for the masked
+// columns), `state` covers the tile, and the result is the factor by which
+// everything accumulated before this tile must be multiplied.
 template <TileElement E>
-VARLEN_HOST_DEVICE inline float SoftmaxTileRow(float* scores, int valid_keys, int tile_keys,
+VARLEN_HOST_DEVICE inline float SoftmaxTileRow(float* scores, TileColumns attended, int tile_keys,
                                                float scale, RowState* state) {
+  for (int c = 0; c < attended.first; ++c) scores[c] = 0.0f;
   float tile_max = NegativeInfinity();
-  for (int c = 0; c < valid_keys; ++c) {
+  for (int c = attended.first; c < attended.end; ++c) {
     scores[c] *= scale;
     tile_max = scores[c] > tile_max ? scores[c] : tile_max;
   }
@@ -197,21 +219,56 @@ VARLEN_HOST_DEVICE inline float SoftmaxTileRow(float* scores, int valid_keys, in
   // exp(-inf - -inf) would be NaN).
   const float correction = new_max == NegativeInfinity() ? 1.0f : Exp(state->max - new_max);
   float sum = 0.0f;
-  for (int c = 0; c < valid_keys; ++c) {
+  for (int c = attended.first; c < attended.end; ++c) {
     const float probability = Exp(scores[c] - new_max);
     sum += probability;  // the row sum takes P before rounding, as FlashAttention-2 does
     scores[c] = RoundTo<E>(probability);
   }
-  for (int c = valid_keys; c < tile_keys; ++c) scores[c] = 0.0f;
+  for (int c = attended.end; c < tile_keys; ++c) scores[c] = 0.0f;
   state->sum = state->sum * correction + sum;
   state->max = new_max;
   return correction;
 }
 
-// The output value of one accumulated element: acc / sum, and 0 for a
-// sequence without keys (the kernel then never ran a key tile).
-VARLEN_HOST_DEVICE inline float FinalizeOutput(float acc, const RowState& state, bool has_keys) {
-  return has_keys ? acc / state.sum : 0.0f;
+VARLEN_HOST_DEVICE inline bool IsFiniteValue(float x) {
+  return (BitsOf(x) & 0x7f800000u) != 0x7f800000u;
+}
+
+// Whether a window masks keys of the launch (then a key some rows of a block
+// attend, others do not, sits in the tiles of both).
+VARLEN_HOST_DEVICE inline bool HasWindow(const VarlenAttentionParams& p) {
+  return p.window_left >= 0 || p.window_right >= 0;
+}
+
+// One element of a row's P V over the columns it attends, added to `acc`:
+// how a tile whose values hold NaN or infinity is accumulated under a
+// window, since 0 * NaN of a masked key would reach a row that never
+// attends it (the whole-tile P V of the other tiles takes every column).
+template <TileElement E>
+VARLEN_HOST_DEVICE inline float AccumulateAttended(const Storage<E>* p_row,
+                                                   const Storage<E>* v_tile, int v_row_stride,
+                                                   int column, TileColumns attended, float acc) {
+  for (int c = attended.first; c < attended.end; ++c) {
+    acc += Decode<E>(p_row[c]) * Decode<E>(v_tile[c * v_row_stride + column]);
+  }
+  return acc;
+}
+
+// The output value of one accumulated element: acc / sum, where a sink (a
+// logit that adds no value; -inf for none) joins the sum against the row's
+// maximum; 0 for a row that attends no key.
+VARLEN_HOST_DEVICE inline float FinalizeOutput(float acc, const RowState& state, bool has_keys,
+                                               float sink = NegativeInfinity()) {
+  if (!has_keys) return 0.0f;
+  if (sink == NegativeInfinity()) return acc / state.sum;
+  if (sink <= state.max) return acc / (state.sum + Exp(sink - state.max));
+  const float factor = Exp(state.max - sink);  // the sink is the larger maximum
+  return acc * factor / (state.sum * factor + 1.0f);
+}
+
+// The sink of query head `head`, -inf when the launch has none.
+VARLEN_HOST_DEVICE inline float SinkOf(const VarlenAttentionParams& p, int head) {
+  return p.sinks != nullptr ? p.sinks[head] : NegativeInfinity();
 }
 
 }  // namespace varlen::cuda_kernels

@@ -1443,16 +1443,25 @@ absl::StatusOr<KernelCall> BindForKernel(const ResolvedArgs& resolved) {
 }
 
 KernelCall BindGroundTruth(const Tensor& q, const Tensor& k, const Tensor& v,
-                           const std::vector<int64_t>& lengths, double softmax_scale,
-                           DType output_dtype, const AttentionVariant& variant) {
+                           const std::vector<int64_t>& starts, const std::vector<int64_t>& lengths,
+                           double softmax_scale, DType output_dtype,
+                           const AttentionVariant& variant) {
   KernelCallBuilder builder(q, k, v, softmax_scale, output_dtype);
   builder.SetVariant(variant);
+  for (size_t i = 0; i < lengths.size(); ++i) builder.AddTokenSequence(starts[i], lengths[i]);
+  return builder.Finish("ground truth");
+}
+
+KernelCall BindGroundTruth(const Tensor& q, const Tensor& k, const Tensor& v,
+                           const std::vector<int64_t>& lengths, double softmax_scale,
+                           DType output_dtype, const AttentionVariant& variant) {
+  std::vector<int64_t> starts;
   int64_t start = 0;
   for (int64_t length : lengths) {
-    builder.AddTokenSequence(start, length);
+    starts.push_back(start);
     start += length;
   }
-  return builder.Finish("ground truth");
+  return BindGroundTruth(q, k, v, starts, lengths, softmax_scale, output_dtype, variant);
 }
 
 }  // namespace varlen

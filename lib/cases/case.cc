@@ -90,7 +90,23 @@ QLayout UnfusedLayout(QLayout layout) {
 }
 
 int64_t Geometry::total_tokens() const {
-  return std::accumulate(seq_lens.begin(), seq_lens.end(), int64_t{0});
+  return std::accumulate(seq_lens.begin(), seq_lens.end(), padding_rows());
+}
+
+int64_t Geometry::padding_rows() const {
+  return std::accumulate(padding.begin(), padding.end(), int64_t{0});
+}
+
+std::vector<int64_t> Geometry::SequenceStarts() const {
+  std::vector<int64_t> starts;
+  starts.reserve(seq_lens.size());
+  int64_t row = 0;
+  for (size_t i = 0; i < seq_lens.size(); ++i) {
+    if (i < padding.size()) row += padding[i];
+    starts.push_back(row);
+    row += seq_lens[i];
+  }
+  return starts;
 }
 
 int64_t Geometry::longest() const {

@@ -21,6 +21,7 @@ namespace {
 
 using internal::CheckRange;
 using internal::PathError;
+using internal::RowsOfGeometry;
 using internal::ValidateArg;
 
 // Objects keep their keys in file order (keyword arguments are ordered).
@@ -301,12 +302,42 @@ absl::Status ReadVariant(ObjectReader& r, AttentionVariant* variant) {
   return absl::OkStatus();
 }
 
+// The geometry's "padding": N rows after the last sequence, or one count per
+// gap (before the first sequence, then after each). No padding reads as none.
+absl::Status ReadPadding(ObjectReader& r, size_t sequences, std::vector<int64_t>* padding) {
+  const json* spelled = r.Optional("padding");
+  if (spelled == nullptr) return absl::OkStatus();
+  const std::string path = r.Path("padding");
+  if (spelled->is_array()) {
+    if (spelled->size() != sequences + 1) {
+      return PathError(path, absl::StrCat(spelled->size(), " counts for ", sequences,
+                                          " sequences: one per gap, before the first sequence "
+                                          "and after each (or one integer: rows after the last)"));
+    }
+    for (size_t i = 0; i < spelled->size(); ++i) {
+      VARLEN_ASSIGN_OR_RETURN(const int64_t rows,
+                              ReadInt((*spelled)[i], absl::StrCat(path, "[", i, "]")));
+      padding->push_back(rows);
+    }
+  } else if (spelled->is_number_integer()) {
+    padding->assign(sequences + 1, 0);
+    VARLEN_ASSIGN_OR_RETURN(padding->back(), ReadInt(*spelled, path));
+  } else {
+    return Expected(path, "rows after the last sequence, or [before the first, after each]",
+                    *spelled);
+  }
+  if (std::all_of(padding->begin(), padding->end(), [](int64_t n) { return n == 0; })) {
+    padding->clear();
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Geometry> ReadGeometry(const json& j, const std::string& path) {
   VARLEN_ASSIGN_OR_RETURN(
       ObjectReader r,
       ObjectReader::Open(j, path,
                          {"seq_lens", "num_heads", "num_kv_heads", "head_dim", "head_dim_v",
-                          "dtype", "softmax_scale", "causal", "window", "sinks"}));
+                          "dtype", "softmax_scale", "causal", "window", "sinks", "padding"}));
   Geometry g;
   VARLEN_ASSIGN_OR_RETURN(const json* lens, r.Required("seq_lens"));
   if (!lens->is_array()) return Expected(r.Path("seq_lens"), "an array of token counts", *lens);
@@ -336,6 +367,7 @@ absl::StatusOr<Geometry> ReadGeometry(const json& j, const std::string& path) {
     VARLEN_ASSIGN_OR_RETURN(g.softmax_scale, ReadDouble(*scale, r.Path("softmax_scale")));
   }
   VARLEN_RETURN_IF_ERROR(ReadVariant(r, &g.variant));
+  VARLEN_RETURN_IF_ERROR(ReadPadding(r, g.seq_lens.size(), &g.padding));
   return g;
 }
 
@@ -687,6 +719,21 @@ absl::Status ValidateGeometry(const Geometry& g) {
                                     " tokens, the limit of int32 token offsets"));
     }
   }
+  if (!g.padding.empty() && g.padding.size() != g.seq_lens.size() + 1) {
+    return PathError(p + ".padding",
+                     absl::StrCat(g.padding.size(), " counts for ", g.seq_lens.size(),
+                                  " sequences: one per gap, before the first and after each"));
+  }
+  for (size_t i = 0; i < g.padding.size(); ++i) {
+    VARLEN_RETURN_IF_ERROR(CheckRange(absl::StrCat(p, ".padding[", i, "]"), g.padding[i], 0,
+                                      kMaxTotalTokens, "rows in no sequence"));
+    total += g.padding[i];
+    if (total > kMaxTotalTokens) {
+      return PathError(p + ".padding",
+                       absl::StrCat("the sequences and the padding hold more than ",
+                                    kMaxTotalTokens, " rows, the limit of int32 token offsets"));
+    }
+  }
   VARLEN_RETURN_IF_ERROR(CheckRange(p + ".num_heads", g.num_heads, 1, kMaxHeads, "heads per rank"));
   VARLEN_RETURN_IF_ERROR(CheckRange(p + ".num_kv_heads", g.num_kv_heads, 1, g.num_heads,
                                     "key/value heads cannot outnumber query heads"));
@@ -740,11 +787,11 @@ absl::Status ValidateCall(const CallSpec& c, const Geometry& g) {
   VARLEN_RETURN_IF_ERROR(CallsOf(EngineOf(c.profile)).validate(c, g));
   if ((c.layout == QLayout::kBatched || c.layout == QLayout::kBatchedFusedQkv) &&
       (!c.seq_len.has_value() || bsz * *c.seq_len != tokens)) {
-    return PathError(p + ".layout",
-                     absl::StrCat("bsz=", bsz, " x seq_len=",
-                                  c.seq_len.has_value() ? absl::StrCat(*c.seq_len) : "unset",
-                                  ": the batched layout needs bsz * seq_len == ", tokens,
-                                  " (the total of geometry.seq_lens)"));
+    return PathError(
+        p + ".layout",
+        absl::StrCat(
+            "bsz=", bsz, " x seq_len=", c.seq_len.has_value() ? absl::StrCat(*c.seq_len) : "unset",
+            ": the batched layout needs bsz * seq_len == ", tokens, " (", RowsOfGeometry(g), ")"));
   }
   if ((c.layout == QLayout::kFusedQkv || c.layout == QLayout::kBatchedFusedQkv) &&
       g.head_dim_v != g.head_dim) {
@@ -933,6 +980,11 @@ json CaseToJson(const Case& c) {
       sinks.push_back(std::isinf(sink) ? json("-inf") : json(static_cast<double>(sink)));
     }
     geometry["sinks"] = sinks;
+  }
+  if (const std::vector<int64_t>& padding = c.geometry.padding; !padding.empty()) {
+    const bool trailing_only =
+        std::all_of(padding.begin(), padding.end() - 1, [](int64_t n) { return n == 0; });
+    geometry["padding"] = trailing_only ? json(padding.back()) : json(padding);
   }
 
   json call = {{"profile", ProfileName(c.call.profile)},

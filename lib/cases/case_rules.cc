@@ -89,4 +89,9 @@ absl::Status ValidateArg(const ArgLiteral& a, const std::string& path) {
   }
 }
 
+std::string RowsOfGeometry(const Geometry& g) {
+  return g.padding_rows() > 0 ? "the total of geometry.seq_lens and geometry.padding"
+                              : "the total of geometry.seq_lens";
+}
+
 }  // namespace varlen::internal

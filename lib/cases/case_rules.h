@@ -26,6 +26,10 @@ absl::Status CheckRange(absl::string_view path, int64_t value, int64_t lo, int64
 // dtype; lists and caches checked element by element.
 absl::Status ValidateArg(const ArgLiteral& a, const std::string& path);
 
+// What a geometry's rows are, for a rule about them: "the total of
+// geometry.seq_lens", and its padding when it has any.
+std::string RowsOfGeometry(const Geometry& g);
+
 }  // namespace varlen::internal
 
 #endif  // VARLEN_LIB_CASES_CASE_RULES_H_

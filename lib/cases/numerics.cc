@@ -45,8 +45,9 @@ std::vector<double> RunReference(const Geometry& g, const Tensor& q, const Tenso
                                  const Tensor& v, DType output_dtype, ReferencePrecision precision,
                                  OracleDevice device, absl::Status* status,
                                  double* logit_rounding = nullptr) {
-  KernelCall call = BindGroundTruth(FlattenBatch(q), FlattenBatch(k), FlattenBatch(v), g.seq_lens,
-                                    g.scale(), output_dtype, g.variant);
+  KernelCall call =
+      BindGroundTruth(FlattenBatch(q), FlattenBatch(k), FlattenBatch(v), g.SequenceStarts(),
+                      g.seq_lens, g.scale(), output_dtype, g.variant);
   if (device == OracleDevice::kGpu) {
     if (absl::Status ran = GpuReferenceAttention(call.params(), precision); !ran.ok()) {
       status->Update(ran);
@@ -73,20 +74,19 @@ bool SameNonFinite(double actual, double expected) {
   return std::isinf(expected) && actual == expected;
 }
 
-// `t` ([T, H, D], any strides) as a contiguous copy in which each
-// sequence's tokens run backwards (`reverse_tokens`) and each row's head dim
-// runs backwards (`reverse_dim`). Tokens past the sequences stay in place.
-Tensor Reordered(const Tensor& t, const std::vector<int64_t>& lengths, bool reverse_tokens,
-                 bool reverse_dim) {
+// `t` ([T, H, D], any strides) as a contiguous copy in which each of g's
+// sequences runs backwards (`reverse_tokens`) and each row's head dim runs
+// backwards (`reverse_dim`). Tokens in no sequence stay in place.
+Tensor Reordered(const Tensor& t, const Geometry& g, bool reverse_tokens, bool reverse_dim) {
   Tensor out = Tensor::Zeros(t.dtype(), t.device(), t.shape());
   const int64_t tokens = t.size(0), heads = t.size(1), dim = t.size(2);
   std::vector<int64_t> source_token(static_cast<size_t>(tokens));
   for (int64_t i = 0; i < tokens; ++i) source_token[static_cast<size_t>(i)] = i;
   if (reverse_tokens) {
-    int64_t start = 0;
-    for (int64_t n : lengths) {
-      std::reverse(source_token.begin() + start, source_token.begin() + start + n);
-      start += n;
+    const std::vector<int64_t> starts = g.SequenceStarts();
+    for (size_t s = 0; s < starts.size(); ++s) {
+      std::reverse(source_token.begin() + starts[s],
+                   source_token.begin() + starts[s] + g.seq_lens[s]);
     }
   }
   for (int64_t i = 0; i < tokens; ++i) {
@@ -148,9 +148,8 @@ Reference ComputeReference(const Geometry& g, const Tensor& q, const Tensor& k, 
   const Tensor flat_q = FlattenBatch(q), flat_k = FlattenBatch(k), flat_v = FlattenBatch(v);
   if (g.dtype == DType::kFloat32 && r.status.ok() && flat_q.has_storage() &&
       flat_q.size(0) == flat_k.size(0) && flat_k.size(0) == flat_v.size(0)) {
-    reordered = RunReference(g, Reordered(flat_q, g.seq_lens, false, true),
-                             Reordered(flat_k, g.seq_lens, true, true),
-                             Reordered(flat_v, g.seq_lens, true, false), g.dtype,
+    reordered = RunReference(g, Reordered(flat_q, g, false, true), Reordered(flat_k, g, true, true),
+                             Reordered(flat_v, g, true, false), g.dtype,
                              ReferencePrecision::kEmulated, device, &r.status);
   }
   if (!r.status.ok()) return r;
@@ -204,12 +203,22 @@ NumericReport JudgeOutput(const Geometry& g, const Reference& reference, const T
   const int64_t heads = g.num_heads, dim = g.head_dim_v;
   report.heads = heads;
   report.per_sequence_head_max_error.assign(g.seq_lens.size() * static_cast<size_t>(heads), 0.0);
-  report.elements = static_cast<int64_t>(reference.oracle.size());
+  const int64_t row_elements = heads * dim;
+  report.elements = (g.total_tokens() - g.padding_rows()) * row_elements;
+  report.padding_elements = g.padding_rows() * row_elements;
 
   bool have_bad_element = false;
-  int64_t token = 0;
+  const std::vector<int64_t> starts = g.SequenceStarts();
+  int64_t next_row = 0;  // the first row no sequence before has covered
+  const auto count_padding = [&](int64_t first, int64_t last) {
+    for (int64_t i = first * row_elements; i < last * row_elements; ++i) {
+      report.padding_unwritten += IsPoisoned(output, i);
+    }
+  };
   for (size_t s = 0; s < g.seq_lens.size(); ++s) {
-    for (int64_t row = 0; row < g.seq_lens[s]; ++row, ++token) {
+    count_padding(next_row, starts[s]);
+    next_row = starts[s] + g.seq_lens[s];
+    for (int64_t row = 0, token = starts[s]; row < g.seq_lens[s]; ++row, ++token) {
       for (int64_t h = 0; h < heads; ++h) {
         for (int64_t d = 0; d < dim; ++d) {
           const int64_t i = (token * heads + h) * dim + d;
@@ -246,6 +255,7 @@ NumericReport JudgeOutput(const Geometry& g, const Reference& reference, const T
       }
     }
   }
+  count_padding(next_row, g.total_tokens());
   report.passed = report.unwritten == 0 && report.non_finite == 0 && report.lost_non_finite == 0 &&
                   report.max_abs_error <= report.bound;
   return report;
@@ -267,6 +277,14 @@ std::string SummarizeNumerics(const NumericReport& r) {
   if (r.lost_non_finite > 0)
     absl::StrAppend(&text, "; ", r.lost_non_finite,
                     " elements not NaN/Inf (or of another kind) where the reference is");
+  if (r.padding_elements > 0) {
+    absl::StrAppend(&text, "; padding rows (not judged): ",
+                    r.padding_unwritten == r.padding_elements ? "left unwritten"
+                    : r.padding_unwritten == 0
+                        ? "written"
+                        : absl::StrCat(r.padding_unwritten, " of ", r.padding_elements,
+                                       " elements left unwritten"));
+  }
   if (!r.passed && r.worst.sequence >= 0) {
     absl::StrAppend(
         &text,

@@ -294,7 +294,12 @@ std::string FormatOutcomeText(const Case& c, const std::string& origin, const Ou
           : absl::StrCat("[", absl::StrJoin(c.geometry.seq_lens, ", "), "]"),
       ", heads ", c.geometry.num_heads, "/", c.geometry.num_kv_heads, ", head_dim ",
       c.geometry.head_dim, "/", c.geometry.head_dim_v, ", ", DTypeName(c.geometry.dtype),
-      c.geometry.variant.full() ? "" : absl::StrCat(", ", c.geometry.variant.Describe()), "\n");
+      c.geometry.variant.full() ? "" : absl::StrCat(", ", c.geometry.variant.Describe()),
+      c.geometry.padding.empty()
+          ? ""
+          : absl::StrCat(", padding rows [", absl::StrJoin(c.geometry.padding, ", "),
+                         "] (before, between and after the sequences)"),
+      "\n");
   absl::StrAppend(&text, "  passed:     ", DescribeCall(c.call), "\n");
   if (!o.warmups.empty()) {
     absl::StrAppend(&text,
@@ -402,7 +407,8 @@ ojson OutcomeToJson(const Case& c, const std::string& origin, const Outcome& o) 
                {"head_dim_v", c.geometry.head_dim_v},
                {"dtype", DTypeName(c.geometry.dtype)},
                {"window", {c.geometry.variant.window_left, c.geometry.variant.window_right}},
-               {"sinks", c.geometry.variant.sinks}}},
+               {"sinks", c.geometry.variant.sinks},
+               {"padding", c.geometry.padding}}},
              {"observed", ObservedName(o.observed)},
              {"outcome", ObservedText(o)},
              {"verdict", VerdictName(o.verdict)},
@@ -484,6 +490,8 @@ ojson OutcomeToJson(const Case& c, const std::string& origin, const Outcome& o) 
                      {"unwritten", n.unwritten},
                      {"non_finite", n.non_finite},
                      {"lost_non_finite", n.lost_non_finite},
+                     {"padding_elements", n.padding_elements},
+                     {"padding_unwritten", n.padding_unwritten},
                      {"worst",
                       {{"sequence", n.worst.sequence},
                        {"row", n.worst.row},

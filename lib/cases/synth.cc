@@ -116,6 +116,16 @@ Tensor Fill(const Case& c, SynthStream stream, Shape shape) {
   const int64_t row_size =
       std::max<int64_t>(1, numel / std::max<int64_t>(1, c.geometry.total_tokens()));
   for (int64_t i = 0; i < numel; ++i) t.SetDoubleAt(i, Sample(prng, c, stream, i, row_size, numel));
+  // Rows in no sequence hold NaN: a kernel that reads one spreads it into
+  // a row it writes.
+  const Geometry& g = c.geometry;
+  const std::vector<int64_t> starts = g.SequenceStarts();
+  for (size_t gap = 0; gap < g.padding.size(); ++gap) {
+    const int64_t first = gap == 0 ? 0 : starts[gap - 1] + g.seq_lens[gap - 1];
+    for (int64_t i = first * row_size; i < (first + g.padding[gap]) * row_size; ++i) {
+      t.SetDoubleAt(i, std::numeric_limits<double>::quiet_NaN());
+    }
+  }
   return t;
 }
 

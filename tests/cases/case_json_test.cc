@@ -94,9 +94,10 @@ TEST(ParseCaseTest, UnknownTopLevelField) {
 TEST(ParseCaseTest, UnknownNestedFields) {
   json j = Minimal();
   j["geometry"]["heads"] = 2;
-  EXPECT_EQ(ErrorFor(j),
-            "x.json: $.geometry.heads: unknown field (expected one of: seq_lens, num_heads, "
-            "num_kv_heads, head_dim, head_dim_v, dtype, softmax_scale, causal, window, sinks)");
+  EXPECT_EQ(
+      ErrorFor(j),
+      "x.json: $.geometry.heads: unknown field (expected one of: seq_lens, num_heads, "
+      "num_kv_heads, head_dim, head_dim_v, dtype, softmax_scale, causal, window, sinks, padding)");
 
   j = Minimal();
   j["call"]["max_seqlen"] = 5;
@@ -575,6 +576,34 @@ TEST(ParseCaseTest, AttentionVariantsInTheGeometry) {
             "x.json: $.geometry.sinks[0]: nan: a sink is a float32 logit, or \"-inf\" for none");
 }
 
+TEST(ParseCaseTest, PaddingRowsInTheGeometry) {
+  json j = Minimal();  // seq_lens [3, 5]
+  j["geometry"]["padding"] = 4;
+  Case c = ParseOrDie(j.dump());
+  EXPECT_THAT(c.geometry.padding, ElementsAre(0, 0, 4));
+  EXPECT_EQ(c.geometry.total_tokens(), 12);
+  EXPECT_THAT(c.geometry.SequenceStarts(), ElementsAre(0, 3));
+  EXPECT_EQ(CaseToJson(c)["geometry"]["padding"], json(4));
+  EXPECT_TRUE(ParseOrDie(WriteCase(c)) == c);
+  j["geometry"]["padding"] = {2, 1, 0};
+  c = ParseOrDie(j.dump());
+  EXPECT_EQ(c.geometry.total_tokens(), 11);
+  EXPECT_THAT(c.geometry.SequenceStarts(), ElementsAre(2, 6));
+  EXPECT_TRUE(ParseOrDie(WriteCase(c)) == c);
+  j["geometry"]["padding"] = {0, 0, 0};  // none, as no key
+  EXPECT_TRUE(ParseOrDie(j.dump()).geometry.padding.empty());
+  j["geometry"]["padding"] = {1, 2};
+  EXPECT_EQ(ErrorFor(j),
+            "x.json: $.geometry.padding: 2 counts for 2 sequences: one per gap, before the first "
+            "sequence and after each (or one integer: rows after the last)");
+  j["geometry"]["padding"] = {0, -1, 0};
+  EXPECT_EQ(ErrorFor(j),
+            "x.json: $.geometry.padding[1]: -1 is outside [0, 2147483647]: rows in no sequence");
+  j["geometry"]["padding"] = "tail";
+  EXPECT_THAT(ErrorFor(j), testing::HasSubstr("$.geometry.padding: expected rows after the last "
+                                              "sequence, or [before the first, after each]"));
+}
+
 // ---------------------------------------------------------------------------
 // Defaults
 
@@ -941,7 +970,7 @@ TEST(WarmupTest, ErrorsNameThePatchAndThePathInIt) {
   EXPECT_EQ(ErrorFor(WithWarmup({{{"geometry", {{"heads", 2}}}}})),
             "x.json: $.warmup[0].geometry.heads: unknown field (expected one of: seq_lens, "
             "num_heads, num_kv_heads, head_dim, head_dim_v, dtype, softmax_scale, causal, window, "
-            "sinks)");
+            "sinks, padding)");
   EXPECT_EQ(ErrorFor(WithWarmup({{{"geometry", nullptr}}})),
             "x.json: $.warmup[0].geometry: required field is missing");
   EXPECT_EQ(ErrorFor(WithWarmup({{{"warmup", json::array({json::object()})}}})),

@@ -107,6 +107,45 @@ TEST(JudgeOutputTest, PoisonedOutputIsEntirelyUnwritten) {
   }
 }
 
+// Padding rows hold NaN in q, k and v, take no part in the reference and
+// are counted, not judged: an output right on the sequences passes whether
+// the padding rows were written or not.
+TEST(JudgeOutputTest, PaddingRowsAreNaNInTheInputsAndNotJudged) {
+  Geometry g = SmallGeometry(DType::kFloat32);
+  g.padding = {1, 0, 2, 1};  // rows: pad, s0 s0, s2 s2 s2 after 2 pads, pad
+  ASSERT_EQ(g.total_tokens(), 9);
+  ASSERT_THAT(g.SequenceStarts(), ElementsAre(1, 3, 5));
+  const QkvTensors t = Synthesize(g);
+  for (const int64_t row : {0, 3, 4, 8}) {
+    SCOPED_TRACE(row);
+    EXPECT_TRUE(std::isnan(t.q.DoubleAt(row * 2 * 4)));
+    EXPECT_TRUE(std::isnan(t.v.DoubleAt(row * 3 + 2)));
+  }
+  EXPECT_FALSE(std::isnan(t.q.DoubleAt(1 * 2 * 4)));
+  const Reference r = ComputeReference(g, t.q, t.k, t.v);
+  const Tensor output = OutputOf(g, r.oracle, DType::kFloat32);
+  PoisonOutput(output);
+  for (const int64_t row : {1, 2, 5, 6, 7}) {
+    for (int64_t i = row * 6; i < (row + 1) * 6; ++i) output.SetDoubleAt(i, r.oracle[i]);
+  }
+  NumericReport report = JudgeOutput(g, r, output, ToleranceModel{});
+  EXPECT_TRUE(report.passed) << SummarizeNumerics(report);
+  EXPECT_EQ(report.elements, 30);
+  EXPECT_EQ(report.padding_elements, 24);
+  EXPECT_EQ(report.padding_unwritten, 24);
+  EXPECT_THAT(SummarizeNumerics(report), HasSubstr("; padding rows (not judged): left unwritten"));
+  output.SetDoubleAt(0, 1.0);
+  report = JudgeOutput(g, r, output, ToleranceModel{});
+  EXPECT_TRUE(report.passed);
+  EXPECT_THAT(SummarizeNumerics(report), HasSubstr("23 of 24 elements left unwritten"));
+  // A sequence's row is still judged.
+  output.SetDoubleAt(1 * 6, r.oracle[1 * 6] + 1.0);
+  report = JudgeOutput(g, r, output, ToleranceModel{});
+  EXPECT_FALSE(report.passed);
+  EXPECT_EQ(report.worst.sequence, 0);
+  EXPECT_EQ(report.worst.row, 0);
+}
+
 TEST(JudgeOutputTest, OneUnwrittenElementFailsAndIsLocated) {
   for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
     SCOPED_TRACE(DTypeName(dtype));

@@ -119,8 +119,10 @@ void ExpectAgreement(const std::string& text, const json& j, std::set<std::strin
     } else if (label == "geometry") {
       const json& g = j["geometry"];
       const std::vector<int64_t> lens = g["seq_lens"];
+      const std::vector<int64_t> padding = g["padding"];
       int64_t tokens = 0;
       for (int64_t n : lens) tokens += n;
+      for (int64_t n : padding) tokens += n;
       EXPECT_EQ(value,
                 absl::StrCat(
                     "seq_lens ",
@@ -129,7 +131,10 @@ void ExpectAgreement(const std::string& text, const json& j, std::set<std::strin
                     ", heads ", g["num_heads"].get<int64_t>(), "/",
                     g["num_kv_heads"].get<int64_t>(), ", head_dim ", g["head_dim"].get<int64_t>(),
                     "/", g["head_dim_v"].get<int64_t>(), ", ", Str(g["dtype"]),
-                    VariantText(g["window"][0], g["window"][1], !g["sinks"].empty())));
+                    VariantText(g["window"][0], g["window"][1], !g["sinks"].empty()),
+                    padding.empty() ? ""
+                                    : absl::StrCat(", padding rows [", absl::StrJoin(padding, ", "),
+                                                   "] (before, between and after the sequences)")));
     } else if (label == "passed") {
       EXPECT_EQ(value, Str(j["call"]["passed"]));
     } else if (label == "warmup") {

@@ -165,6 +165,25 @@ TEST(TransformersInterfaceTest, FourOrNothing) {
   }
 }
 
+// The keyword wins over module.is_causal and reaches every flash kernel as
+// causal=True; a value that is not a bool is not modelled.
+TEST(TransformersInterfaceTest, IsCausalReachesTheKernel) {
+  for (const Profile profile :
+       {Profile::kTfFlashAttention2, Profile::kTfFlashAttention3, Profile::kTfFlashAttention4}) {
+    AttentionCall call = InterfaceCall({5, 3}, 5);
+    call.kwargs.set("is_causal", Value::Bool(true));
+    Resolution r = Resolve(call, profile, Mode::kFaithful);
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    EXPECT_TRUE(Flash(r).variant.causal()) << ProfileName(profile);
+    call.kwargs.set("is_causal", Value::Bool(false));
+    r = Resolve(call, profile, Mode::kFaithful);
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    EXPECT_TRUE(Flash(r).variant.full()) << ProfileName(profile);
+    call.kwargs.set("is_causal", Value::Str("yes"));
+    EXPECT_TRUE(absl::IsUnimplemented(Resolve(call, profile, Mode::kFaithful).status));
+  }
+}
+
 TEST(TransformersInterfaceTest, RequiredArgumentsAndOtherFunctions) {
   AttentionCall call = InterfaceCall({5, 3}, 5);
   call.kwargs.erase("attention_mask");

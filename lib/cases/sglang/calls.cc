@@ -13,6 +13,7 @@ namespace varlen {
 namespace {
 
 using internal::PathError;
+using internal::RowsOfGeometry;
 
 absl::Status ValidateSglangCall(const CallSpec& c, const Geometry& g) {
   const std::string p = "$.call";
@@ -67,7 +68,7 @@ absl::Status ValidateSglangCall(const CallSpec& c, const Geometry& g) {
       return PathError(p + ".seq_len",
                        absl::StrCat("bsz=", bsz, " x seq_len=", seq_len,
                                     ": the layer derives both from x, so their product must equal ",
-                                    tokens, " (the total of geometry.seq_lens)"));
+                                    tokens, " (", RowsOfGeometry(g), ")"));
     }
   }
   return absl::OkStatus();

@@ -51,6 +51,10 @@ absl::Status ValidateTransformersCall(const CallSpec& c, const Geometry& g) {
                        "the tower makes its own cu_seqlens: a precomputed one is the tower's "
                        "keyword, spell it in kwargs");
     }
+    if (!g.padding.empty()) {
+      return PathError("$.geometry.padding",
+                       "a tower's rows are its grid's patches: a tower call has no padding rows");
+    }
   }
   if (c.entry == Entry::kDirect) {
     if (c.rotary) {

@@ -148,7 +148,9 @@ absl::StatusOr<ResolvedArgs> FaithfulFlash(const ResolveContext& ctx, Profile pr
         "float32 q: cast to the target dtype, the module's first Linear weight's, which is "
         "float32 here: the kernel receives float32");
   }
-  if (Truthy(in.is_causal)) return NotModelled("is_causal=True over packed vision sequences");
+  if (Truthy(in.is_causal) && in.is_causal.kind() != Value::Kind::kBool) {
+    return NotModelled(absl::StrCat("is_causal=", in.is_causal.Repr(), ", not a bool"));
+  }
   VARLEN_RETURN_IF_ERROR(CheckUnmodelledBranches(ctx, in));
   if (kernel.takes_dropout && !IsZero(in.dropout)) {
     return NotModelled(absl::StrCat("dropout_p=", in.dropout.Repr()));
@@ -157,6 +159,15 @@ absl::StatusOr<ResolvedArgs> FaithfulFlash(const ResolveContext& ctx, Profile pr
   FlashVarlenArgs args = FlashKernelArgs(ctx, profile);
   args.scale = scale;
   args.scale_argument = in.scaling.is_none() ? Value::None() : Value::Float(scale);
+  if (Truthy(in.is_causal)) {
+    // causal = is_causal and not (use_top_left_mask and query_length == 1),
+    // and the top-left mask is FlashAttention < 2.1's only: the kernel
+    // masks each row's later keys.
+    args.variant.window_right = 0;
+    ctx.Note(
+        "is_causal=True reaches the kernel as causal=True: each row attends its own and "
+        "earlier keys only");
+  }
   const bool varlen = !in.cu_seq_lens_q.is_none() && !in.cu_seq_lens_k.is_none() &&
                       !in.max_length_q.is_none() && !in.max_length_k.is_none();
   if (!varlen) {

@@ -814,6 +814,9 @@ class Comparer(compare.Comparer):
         first = calls[0]
         pairs.append(("kernel", resolved.get("kernel"), first["kernel"]))
         pairs.append(("FlashAttention version", resolved.get("fa_version", 4), first["family"]))
+        # is_causal=True reaches the kernel as a right bound of 0.
+        pairs.append(("causal", resolved.get("window", [-1, -1])[1] == 0,
+                      bool(first.get("causal", False))))
         if first["kernel"] == "flash_attn_varlen_func":
             if len(calls) != 1:
                 pairs.append(("kernel calls", 1, len(calls)))

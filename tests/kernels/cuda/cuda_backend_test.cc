@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "varlen/backend/registry.h"
 #include "varlen/cases/executor.h"
 #include "varlen/cases/synth.h"
+#include "varlen/contract/variant.h"
 
 namespace varlen {
 namespace {
@@ -93,24 +95,30 @@ TEST(CudaBackendTest, GpuReferenceAgreesWithTheCpuReference) {
   if (absl::Status gpu = GpuReferenceAvailable(); !gpu.ok()) {
     GTEST_SKIP() << "needs a CUDA device: " << gpu.message();
   }
-  for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
-    const Case c = MakeCase({0, 1, 65, 200}, 4, 2, 80, dtype, 7);
-    const QkvTensors t = SynthesizeQkv(c);
-    for (ReferencePrecision precision :
-         {ReferencePrecision::kFloat64, ReferencePrecision::kEmulated}) {
-      const DType out = precision == ReferencePrecision::kFloat64 ? DType::kFloat64 : dtype;
-      KernelCall cpu = BindGroundTruth(t.q, t.k, t.v, c.geometry.seq_lens, 0.1, out);
-      KernelCall gpu = BindGroundTruth(t.q, t.k, t.v, c.geometry.seq_lens, 0.1, out);
-      FastReferenceAttention(cpu.params(), precision);
-      ASSERT_TRUE(GpuReferenceAttention(gpu.params(), precision).ok());
-      double worst = 0.0;
-      for (int64_t i = 0; i < cpu.output().numel(); ++i) {
-        worst = std::max(worst, std::fabs(cpu.output().DoubleAt(i) - gpu.output().DoubleAt(i)));
+  AttentionVariant window_and_sinks;
+  window_and_sinks.window_left = 40;
+  window_and_sinks.window_right = 0;
+  window_and_sinks.sinks = {0.5f, -2.0f, 3.0f, -std::numeric_limits<float>::infinity()};
+  for (const AttentionVariant& variant : {AttentionVariant{}, window_and_sinks}) {
+    for (DType dtype : {DType::kBFloat16, DType::kFloat32}) {
+      const Case c = MakeCase({0, 1, 65, 200}, 4, 2, 80, dtype, 7);
+      const QkvTensors t = SynthesizeQkv(c);
+      for (ReferencePrecision precision :
+           {ReferencePrecision::kFloat64, ReferencePrecision::kEmulated}) {
+        const DType out = precision == ReferencePrecision::kFloat64 ? DType::kFloat64 : dtype;
+        KernelCall cpu = BindGroundTruth(t.q, t.k, t.v, c.geometry.seq_lens, 0.1, out, variant);
+        KernelCall gpu = BindGroundTruth(t.q, t.k, t.v, c.geometry.seq_lens, 0.1, out, variant);
+        FastReferenceAttention(cpu.params(), precision);
+        ASSERT_TRUE(GpuReferenceAttention(gpu.params(), precision).ok());
+        double worst = 0.0;
+        for (int64_t i = 0; i < cpu.output().numel(); ++i) {
+          worst = std::max(worst, std::fabs(cpu.output().DoubleAt(i) - gpu.output().DoubleAt(i)));
+        }
+        // float64: the sums' order only. The emulation: float32 sums in
+        // another order, and the output rounded to the dtype.
+        EXPECT_LE(worst, precision == ReferencePrecision::kFloat64 ? 1e-12 : 1e-2)
+            << DTypeName(dtype) << ", " << variant.Describe();
       }
-      // float64: the sums' order only. The emulation: float32 sums in
-      // another order, and the output rounded to the dtype.
-      EXPECT_LE(worst, precision == ReferencePrecision::kFloat64 ? 1e-12 : 1e-2)
-          << DTypeName(dtype);
     }
   }
 }

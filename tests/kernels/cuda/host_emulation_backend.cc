@@ -5,7 +5,8 @@
 // grid block by block, and in each block does what flash_forward.cuh does,
 // step for step, with the same tile_math.h functions on the same shared-
 // memory tiles: tile loads through TileElementSource, S = Q K^T in float32,
-// SoftmaxTileRow per row, the accumulator rescaled and P V added, and the
+// SoftmaxTileRow per row, the accumulator rescaled and P V added (row by
+// row over each row's keys where the kernel does: AccumulateAttended), and the
 // epilogue through FinalizeOutput. What it cannot stand for is the device's
 // own part: the thread and warp mapping, the barriers and the tensor-core
 // fragments (whose float32 sums run in another order); a GPU run of the
@@ -60,6 +61,9 @@ void RunBlock(const VarlenAttentionParams& p, const TileShape& t, int64_t block_
     load(v_tile, p.v,
          {view.v_offset + first_key * p.v_token_stride + kv_head * p.v_head_stride,
           p.v_token_stride, valid_keys, p.head_dim_v, kD});
+    const bool mask_values = HasWindow(p) && std::any_of(v_tile.begin(), v_tile.end(), [](S x) {
+                               return !IsFiniteValue(Decode<E>(x));
+                             });
     for (int r = 0; r < kRows; ++r) {
       float* row = &scores[static_cast<size_t>(r * kKeys)];
       for (int c = 0; c < kKeys; ++c) {
@@ -69,18 +73,20 @@ void RunBlock(const VarlenAttentionParams& p, const TileShape& t, int64_t block_
         row[c] = s;
       }
       float factor = 1.0f;
+      TileColumns attended{0, kKeys};
       if (r < rows) {
-        factor = SoftmaxTileRow<E>(row, valid_keys, kKeys, scale, &row_state[r]);
+        const KeyRange keys = KeysOfRow(p, sequence, view, first_row + r);
+        attended = AttendedColumns(keys, first_key, valid_keys);
+        factor = SoftmaxTileRow<E>(row, attended, kKeys, scale, &row_state[r]);
       } else {
         std::fill_n(row, kKeys, 0.0f);
       }
+      if (!mask_values) attended = {0, kKeys};
       for (int c = 0; c < kKeys; ++c) p_tile[r * kKeys + c] = Encode<E>(row[c]);
       for (int j = 0; j < kD; ++j) {
-        float a = acc[r * kD + j] * factor;
-        for (int c = 0; c < kKeys; ++c) {
-          a += Decode<E>(p_tile[r * kKeys + c]) * Decode<E>(v_tile[c * kD + j]);
-        }
-        acc[r * kD + j] = a;
+        acc[r * kD + j] =
+            AccumulateAttended<E>(&p_tile[static_cast<size_t>(r * kKeys)], v_tile.data(), kD, j,
+                                  attended, acc[r * kD + j] * factor);
       }
     }
   }
@@ -88,9 +94,10 @@ void RunBlock(const VarlenAttentionParams& p, const TileShape& t, int64_t block_
   S* o = static_cast<S*>(p.o);
   const int64_t o_base = view.o_offset + first_row * p.o_token_stride + head * p.o_head_stride;
   for (int64_t r = 0; r < rows; ++r) {
+    const KeyRange keys = KeysOfRow(p, sequence, view, first_row + r);
     for (int j = 0; j < p.head_dim_v; ++j) {
-      o[o_base + r * p.o_token_stride + j] =
-          Encode<E>(FinalizeOutput(acc[r * kD + j], row_state[r], view.keys > 0));
+      o[o_base + r * p.o_token_stride + j] = Encode<E>(
+          FinalizeOutput(acc[r * kD + j], row_state[r], keys.first < keys.last, SinkOf(p, head)));
     }
   }
 }

@@ -115,7 +115,7 @@ float StreamRow(const std::vector<float>& logits, const std::vector<float>& valu
       // Past the sequence: whatever the tile held (huge, NaN) must not count.
       tile[c] = c < valid ? logits[first + c] : (c % 2 ? std::nanf("") : 3e38f);
     }
-    const float factor = SoftmaxTileRow<E>(tile.data(), valid, tile_keys, scale, &state);
+    const float factor = SoftmaxTileRow<E>(tile.data(), {0, valid}, tile_keys, scale, &state);
     acc *= factor;
     for (int c = 0; c < tile_keys; ++c) {
       const float v = first + c < keys ? values[first + c] : 0.0f;  // zero-filled V rows
@@ -163,9 +163,9 @@ TEST(TileMathTest, RescalesEverythingAccumulatedWhenTheMaximumGrows) {
   RowState state = InitialRowState();
   std::vector<float> tile = {1.0f, 2.0f};
   // Nothing accumulated yet: the factor is exp(-inf) = 0.
-  EXPECT_EQ(SoftmaxTileRow<TileElement::kFloat32>(tile.data(), 2, 2, 1.0f, &state), 0.0f);
+  EXPECT_EQ(SoftmaxTileRow<TileElement::kFloat32>(tile.data(), {0, 2}, 2, 1.0f, &state), 0.0f);
   tile = {4.0f, 3.0f};
-  EXPECT_FLOAT_EQ(SoftmaxTileRow<TileElement::kFloat32>(tile.data(), 2, 2, 1.0f, &state),
+  EXPECT_FLOAT_EQ(SoftmaxTileRow<TileElement::kFloat32>(tile.data(), {0, 2}, 2, 1.0f, &state),
                   std::exp(2.0f - 4.0f));
   EXPECT_EQ(state.max, 4.0f);
   EXPECT_FLOAT_EQ(state.sum, (std::exp(-1.0f) + 1.0f) * std::exp(-2.0f) + 1.0f + std::exp(-1.0f));
@@ -174,7 +174,7 @@ TEST(TileMathTest, RescalesEverythingAccumulatedWhenTheMaximumGrows) {
 TEST(TileMathTest, RoundsProbabilitiesToTheInputDtypeButSumsThemUnrounded) {
   RowState state = InitialRowState();
   std::vector<float> tile = {0.0f, -0.3f, 0.0f, 0.0f};
-  SoftmaxTileRow<TileElement::kBFloat16>(tile.data(), 2, 4, 1.0f, &state);
+  SoftmaxTileRow<TileElement::kBFloat16>(tile.data(), {0, 2}, 4, 1.0f, &state);
   EXPECT_EQ(tile[0], 1.0f);
   EXPECT_EQ(tile[1], BFloat16BitsToFloat(FloatToBFloat16Bits(std::exp(-0.3f))));
   EXPECT_NE(tile[1], std::exp(-0.3f));
@@ -186,6 +186,43 @@ TEST(TileMathTest, RoundsProbabilitiesToTheInputDtypeButSumsThemUnrounded) {
 TEST(TileMathTest, ASequenceWithoutKeysGivesZeros) {
   EXPECT_EQ(FinalizeOutput(123.0f, InitialRowState(), /*has_keys=*/false), 0.0f);
   EXPECT_EQ(FinalizeOutput(3.0f, RowState{0.0f, 2.0f}, /*has_keys=*/true), 1.5f);
+  EXPECT_EQ(FinalizeOutput(3.0f, RowState{0.0f, 2.0f}, /*has_keys=*/false, /*sink=*/1.0f), 0.0f);
+}
+
+TEST(TileMathTest, AWindowMasksTheColumnsOutsideTheRowsKeys) {
+  // Keys [10, 20) of a sequence, seen through the tile of keys [16, 32) of
+  // which 12 are the sequence's: columns [0, 4).
+  const TileColumns cols = AttendedColumns(KeyRange{10, 20}, 16, 12);
+  EXPECT_EQ(cols.first, 0);
+  EXPECT_EQ(cols.end, 4);
+  // Entirely before, entirely after, and past the sequence's keys.
+  EXPECT_EQ(AttendedColumns(KeyRange{0, 5}, 16, 16).end, 0);
+  EXPECT_EQ(AttendedColumns(KeyRange{40, 50}, 16, 16).first, 16);
+  EXPECT_EQ(AttendedColumns(KeyRange{40, 50}, 16, 16).end, 16);
+  EXPECT_EQ(AttendedColumns(KeyRange{18, 90}, 16, 12).end, 12);
+
+  RowState state = InitialRowState();
+  std::vector<float> tile = {9.0f, 1.0f, 2.0f, std::nanf("")};
+  SoftmaxTileRow<TileElement::kFloat32>(tile.data(), {1, 3}, 4, 1.0f, &state);
+  EXPECT_EQ(tile[0], 0.0f);  // masked: its large logit is not the maximum
+  EXPECT_EQ(tile[1], std::exp(-1.0f));
+  EXPECT_EQ(tile[2], 1.0f);
+  EXPECT_EQ(tile[3], 0.0f);
+  EXPECT_EQ(state.max, 2.0f);
+  EXPECT_EQ(state.sum, std::exp(-1.0f) + 1.0f);
+}
+
+TEST(TileMathTest, ASinkJoinsTheRowSumAgainstTheMaximum) {
+  // Logits {0, 1} and a sink s: out = (e^0 v0 + e^1 v1) / (e^0 + e^1 + e^s).
+  const RowState state{1.0f, std::exp(-1.0f) + 1.0f};  // sums taken against max 1
+  const float acc = std::exp(-1.0f) * 2.0f + 1.0f * 4.0f;
+  for (const float sink : {-3.0f, 1.0f, 5.0f, 90.0f}) {
+    SCOPED_TRACE(sink);
+    const double expected = (2.0 + std::exp(1.0) * 4.0) / (1.0 + std::exp(1.0) + std::exp(sink));
+    EXPECT_NEAR(FinalizeOutput(acc, state, true, sink), expected, 1e-6 * (1.0 + expected));
+  }
+  EXPECT_EQ(FinalizeOutput(acc, state, true, -std::numeric_limits<float>::infinity()),
+            acc / state.sum);
 }
 
 }  // namespace

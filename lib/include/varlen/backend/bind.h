@@ -122,10 +122,15 @@ absl::StatusOr<KernelCall> BindForKernel(const ResolvedArgs& resolved);
 // of that geometry is unsupported by the profile, not wrong.
 bool IsKernelCapabilityLimit(const absl::Status& status);
 
-// The ground-truth launch: token lengths `lengths` packed back to back, every
-// row computed, the output in `output_dtype`, the attention `variant`. This
-// is what the float64 reference runs on, independent of any resolved
+// The ground-truth launch: sequence i of `lengths` at token `starts[i]`,
+// every row computed, the output in `output_dtype`, the attention `variant`.
+// This is what the float64 reference runs on, independent of any resolved
 // argument. REQUIRES: no sinks, or one per head of q.
+KernelCall BindGroundTruth(const Tensor& q, const Tensor& k, const Tensor& v,
+                           const std::vector<int64_t>& starts, const std::vector<int64_t>& lengths,
+                           double softmax_scale, DType output_dtype,
+                           const AttentionVariant& variant = {});
+// The same with the sequences packed back to back from token 0.
 KernelCall BindGroundTruth(const Tensor& q, const Tensor& k, const Tensor& v,
                            const std::vector<int64_t>& lengths, double softmax_scale,
                            DType output_dtype, const AttentionVariant& variant = {});

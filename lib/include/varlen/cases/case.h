@@ -6,9 +6,9 @@
 // produce Cases, and one executor runs them (executor.h).
 //
 //   geometry     the ground truth: per-sequence token counts (zero allowed),
-//                heads, head dims, dtype, the attention variant (window,
-//                causal, sinks). The numerical reference is computed from it
-//                and from nothing else.
+//                padding rows in no sequence, heads, head dims, dtype, the
+//                attention variant (window, causal, sinks). The numerical
+//                reference is computed from it and from nothing else.
 //   data         a seed and a value distribution for q, k and v.
 //   call         what the caller hands the backend: calling convention,
 //                entry, cu_seqlens, prepared metadata, keyword arguments, each
@@ -61,8 +61,19 @@ struct Geometry {
   // What each row attends besides its whole sequence: a sliding window
   // (causal: right bound 0) and attention sinks, one logit per query head.
   AttentionVariant variant;
+  // Rows of q, k and v that belong to no sequence: none (empty), or one
+  // count per gap, seq_lens.size() + 1 of them: before the first sequence,
+  // then after each. A CUDA-graph token budget is padding after the last
+  // sequence; images padded to one length are padding after each. The
+  // contract's rule for them: no kernel reads them (they hold NaN in q, k
+  // and v, so a read spreads into a real row), and what a kernel writes
+  // there is its own business (reported, not judged).
+  std::vector<int64_t> padding;
 
-  int64_t total_tokens() const;
+  int64_t total_tokens() const;  // rows of q: the sequences' tokens and the padding
+  int64_t padding_rows() const;
+  // The row where each sequence starts, after the padding before it.
+  std::vector<int64_t> SequenceStarts() const;
   int64_t longest() const;  // the longest sequence; 0 without any
   double scale() const;
   bool operator==(const Geometry&) const = default;

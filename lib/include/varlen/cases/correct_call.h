@@ -32,7 +32,8 @@ TowerWindows OneWindowPerFrame(const ArgLiteral& grid);
 // Whether a correct call in `profile` can carry geometry `g` (each engine
 // says, in engine_calls.h): for example flashinfer_cudnn offsets q, k and v
 // with one per-token width (no GQA, no distinct value head dim), and
-// amx_attn drops any softmax_scale but its kernel's default.
+// amx_attn drops any softmax_scale but its kernel's default. No correct
+// call carries padding rows.
 bool ProfileCanCarry(Profile profile, const Geometry& g);
 
 // Whether q, k and v may be views of one fused projection output in a

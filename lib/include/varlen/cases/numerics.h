@@ -107,13 +107,18 @@ struct NumericReport {
   // block, +infinity where an element is unwritten or wrongly (non-)finite.
   std::vector<double> per_sequence_head_max_error;
   int64_t heads = 0;
+  // Elements of the padding rows (Geometry::padding), and those of them
+  // still holding the sentinel: what the kernel did there, not judged.
+  int64_t padding_elements = 0;
+  int64_t padding_unwritten = 0;
   bool passed = false;
 };
 
 // Fills `output` with the sentinel NaN of its dtype.
 void PoisonOutput(const Tensor& output);
 
-// Compares `output` ([T, Hq, Dv] elements, any view) with `reference`.
+// Compares the sequences' rows of `output` ([T, Hq, Dv] elements, any view)
+// with `reference`; the padding rows are counted, not judged.
 NumericReport JudgeOutput(const Geometry& g, const Reference& reference, const Tensor& output,
                           const ToleranceModel& tolerance);
 
