@@ -28,6 +28,10 @@ class LookedUpKwargs {
   Value get(absl::string_view key) const { return Mark(key), kwargs_.get(key); }
   const Value* find(absl::string_view key) const { return Mark(key), kwargs_.find(key); }
   bool contains(absl::string_view key) const { return Mark(key), kwargs_.contains(key); }
+  // The value of a keyword the code handles and then drops, which therefore
+  // stays among the unread (a keyword with no effect is what that list is
+  // for).
+  Value Peek(absl::string_view key) const { return kwargs_.get(key); }
 
   // The keys given and never looked up, in the order given.
   std::vector<std::string> NeverLookedUp() const;

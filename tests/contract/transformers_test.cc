@@ -184,6 +184,40 @@ TEST(TransformersInterfaceTest, IsCausalReachesTheKernel) {
   }
 }
 
+// sliding_window=w over more than w packed keys is window_size=(w-1, w-1);
+// s_aux is dropped by FlashAttention 2 and 3 (and stays unread); softcap
+// and FlashAttention 4's window and sinks are not modelled.
+TEST(TransformersInterfaceTest, SlidingWindowAndSinks) {
+  AttentionCall call = InterfaceCall({5, 3}, 5);
+  call.kwargs.set("sliding_window", Value::Int(3));
+  Resolution r = Resolve(call, Profile::kTfFlashAttention2, Mode::kFaithful);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(Flash(r).variant.window_left, 2);
+  EXPECT_EQ(Flash(r).variant.window_right, 2);
+  EXPECT_TRUE(
+      absl::IsUnimplemented(Resolve(call, Profile::kTfFlashAttention4, Mode::kFaithful).status));
+  call.kwargs.set("sliding_window", Value::Int(8));  // not below the 8 packed keys
+  r = Resolve(call, Profile::kTfFlashAttention2, Mode::kFaithful);
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_TRUE(Flash(r).variant.full());
+
+  call = InterfaceCall({5, 3}, 5);
+  call.kwargs.set("s_aux", Value::FromTensor(Tensor::FromDoubles({0.5, 1.0}, DType::kBFloat16,
+                                                                 Device::kCuda, Shape{2})));
+  for (const Profile profile : {Profile::kTfFlashAttention2, Profile::kTfFlashAttention3}) {
+    r = Resolve(call, profile, Mode::kFaithful);
+    ASSERT_TRUE(r.status.ok()) << r.status;
+    EXPECT_TRUE(Flash(r).variant.sinks.empty());
+    EXPECT_THAT(r.unread_keywords, ElementsAre("s_aux"));
+  }
+  EXPECT_TRUE(
+      absl::IsUnimplemented(Resolve(call, Profile::kTfFlashAttention4, Mode::kFaithful).status));
+  call = InterfaceCall({5, 3}, 5);
+  call.kwargs.set("softcap", Value::Float(30.0));
+  EXPECT_TRUE(
+      absl::IsUnimplemented(Resolve(call, Profile::kTfFlashAttention2, Mode::kFaithful).status));
+}
+
 TEST(TransformersInterfaceTest, RequiredArgumentsAndOtherFunctions) {
   AttentionCall call = InterfaceCall({5, 3}, 5);
   call.kwargs.erase("attention_mask");

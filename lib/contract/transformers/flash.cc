@@ -108,6 +108,58 @@ absl::StatusOr<double> KernelScale(const ResolveContext& ctx, const Value& scali
   }
 }
 
+// The attention variant flash_attention_forward's keywords ask the kernel
+// for (integrations/flash_attention.py, then _process_flash_attention_kwargs,
+// the same rules in every band): is_causal=True is causal=True (the top-left
+// mask is FlashAttention < 2.1's only); sliding_window=w, when the packed
+// keys outnumber it, is window_size=(w - 1, w - 1); s_aux reaches a kernel
+// whose signature has s_aux or learnable_sink, and no other (FlashAttention
+// 2 and 3 drop it). softcap caps the logits, which no ground truth holds.
+absl::StatusOr<AttentionVariant> KernelVariant(const ResolveContext& ctx, const FlashKernel& kernel,
+                                               const InterfaceCall& in) {
+  AttentionVariant variant;
+  if (Truthy(in.is_causal)) {
+    variant.window_right = 0;
+    ctx.Note(
+        "is_causal=True reaches the kernel as causal=True: each row attends its own and "
+        "earlier keys only");
+  }
+  if (const Value softcap = ctx.kwargs.get("softcap"); !softcap.is_none()) {
+    return NotModelled(absl::StrCat("softcap=", softcap.Repr(), " (a cap on the logits)"));
+  }
+  if (const Value window = ctx.kwargs.get("sliding_window"); !window.is_none()) {
+    if (window.kind() != Value::Kind::kInt || window.as_int() < 1) {
+      return NotModelled(absl::StrCat("sliding_window=", window.Repr()));
+    }
+    const int64_t keys = ctx.call.k.size(0);
+    if (keys > window.as_int()) {
+      if (kernel.fa_version == 4) {
+        return NotModelled("a window_size at FlashAttention 4's interface");
+      }
+      if (variant.causal()) return NotModelled("is_causal=True with a sliding_window");
+      variant.window_left = variant.window_right = window.as_int() - 1;
+      ctx.Note(absl::StrCat("sliding_window=", window.as_int(), " over ", keys,
+                            " packed keys: window_size=(", variant.window_left, ", ",
+                            variant.window_right, ") at the kernel"));
+    } else {
+      ctx.Note(absl::StrCat("sliding_window=", window.as_int(), " is not below the ", keys,
+                            " packed keys: no window_size reaches the kernel"));
+    }
+  }
+  if (const Value sinks = ctx.kwargs.Peek("s_aux"); !sinks.is_none()) {
+    if (!sinks.is_tensor() || kernel.fa_version == 4) {
+      ctx.kwargs.get("s_aux");  // it reaches the kernel, or raises on the way
+      return NotModelled(
+          absl::StrCat("s_aux=", sinks.Repr(),
+                       kernel.fa_version == 4 ? " as FlashAttention 4's learnable_sink" : ""));
+    }
+    ctx.Note(absl::StrCat("s_aux: FlashAttention ", kernel.fa_version,
+                          "'s signature has neither s_aux nor learnable_sink, so "
+                          "_process_flash_attention_kwargs drops it (unread)"));
+  }
+  return variant;
+}
+
 ResolvedArgs WithInputs(const AttentionCall& call, FlashVarlenArgs args) {
   ResolvedArgs resolved;
   // [1, H, T, D] -> transpose(1, 2) -> reshape(T, H, D): views of the
@@ -159,15 +211,7 @@ absl::StatusOr<ResolvedArgs> FaithfulFlash(const ResolveContext& ctx, Profile pr
   FlashVarlenArgs args = FlashKernelArgs(ctx, profile);
   args.scale = scale;
   args.scale_argument = in.scaling.is_none() ? Value::None() : Value::Float(scale);
-  if (Truthy(in.is_causal)) {
-    // causal = is_causal and not (use_top_left_mask and query_length == 1),
-    // and the top-left mask is FlashAttention < 2.1's only: the kernel
-    // masks each row's later keys.
-    args.variant.window_right = 0;
-    ctx.Note(
-        "is_causal=True reaches the kernel as causal=True: each row attends its own and "
-        "earlier keys only");
-  }
+  VARLEN_ASSIGN_OR_RETURN(args.variant, KernelVariant(ctx, kernel, in));
   const bool varlen = !in.cu_seq_lens_q.is_none() && !in.cu_seq_lens_k.is_none() &&
                       !in.max_length_q.is_none() && !in.max_length_k.is_none();
   if (!varlen) {

@@ -375,7 +375,8 @@ def fa2_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
                alibi_slopes=None, deterministic=False, return_attn_probs=False, block_table=None):
     _record("flash_attn_varlen_func", 2, q=q, k=k, v=v, cu_seqlens_q=cu_seqlens_q,
             cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
-            softmax_scale=softmax_scale, dropout_p=dropout_p, causal=causal)
+            softmax_scale=softmax_scale, dropout_p=dropout_p, causal=causal,
+            window_size=window_size)
     return _fa2_door(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, dropout_p,
                      softmax_scale, causal, window_size, softcap, alibi_slopes, block_table)
 
@@ -383,7 +384,7 @@ def fa2_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
 def fa2_dense(q, k, v, dropout_p=0.0, softmax_scale=None, causal=False, window_size=(-1, -1),
               softcap=0.0, alibi_slopes=None, deterministic=False, return_attn_probs=False):
     _record("flash_attn_func", 2, q=q, k=k, v=v, softmax_scale=softmax_scale,
-            dropout_p=dropout_p, causal=causal)
+            dropout_p=dropout_p, causal=causal, window_size=window_size)
     (fq, fk, fv), cu, s = _as_rows(q, k, v)
     out = _fa2_door(fq, fk, fv, cu, cu, s, s, dropout_p, softmax_scale, causal, window_size,
                     softcap, alibi_slopes, None)
@@ -406,7 +407,7 @@ def fa3_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
                return_attn_probs=False):
     _record("flash_attn_varlen_func", 3, q=q, k=k, v=v, cu_seqlens_q=cu_seqlens_q,
             cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
-            softmax_scale=softmax_scale, causal=causal)
+            softmax_scale=softmax_scale, causal=causal, window_size=window_size)
     return _fa3_door(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
                      softmax_scale, causal, window_size, softcap, num_splits, pack_gqa, sm_margin)
 
@@ -414,7 +415,8 @@ def fa3_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, 
 def fa3_dense(q, k, v, softmax_scale=None, causal=False, qv=None, q_descale=None, k_descale=None,
               v_descale=None, window_size=(-1, -1), attention_chunk=0, softcap=0.0, num_splits=1,
               pack_gqa=None, deterministic=False, sm_margin=0, return_attn_probs=False):
-    _record("flash_attn_func", 3, q=q, k=k, v=v, softmax_scale=softmax_scale, causal=causal)
+    _record("flash_attn_func", 3, q=q, k=k, v=v, softmax_scale=softmax_scale, causal=causal,
+            window_size=window_size)
     (fq, fk, fv), cu, s = _as_rows(q, k, v)
     out = _fa3_door(fq, fk, fv, cu, cu, s, s, softmax_scale, causal, window_size, softcap,
                     num_splits, pack_gqa, sm_margin)
@@ -814,9 +816,13 @@ class Comparer(compare.Comparer):
         first = calls[0]
         pairs.append(("kernel", resolved.get("kernel"), first["kernel"]))
         pairs.append(("FlashAttention version", resolved.get("fa_version", 4), first["family"]))
-        # is_causal=True reaches the kernel as a right bound of 0.
-        pairs.append(("causal", resolved.get("window", [-1, -1])[1] == 0,
-                      bool(first.get("causal", False))))
+        # The resolved variant as the kernel takes it: causal=True for a
+        # right bound of 0 alone, else window_size.
+        window = list(resolved.get("window", [-1, -1]))
+        causal = window == [-1, 0]
+        pairs.append(("causal", causal, bool(first.get("causal", False))))
+        pairs.append(("window_size", [-1, -1] if causal else window,
+                      [int(x) for x in first.get("window_size", (-1, -1))]))
         if first["kernel"] == "flash_attn_varlen_func":
             if len(calls) != 1:
                 pairs.append(("kernel calls", 1, len(calls)))
