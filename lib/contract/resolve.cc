@@ -35,9 +35,9 @@ Resolution Resolve(const AttentionCall& call, Profile profile, Mode mode) {
   if (call.platform.has_value()) {
     resolution.status = model.check_platform != nullptr
                             ? model.check_platform(call, profile, mode)
-                            : absl::UnimplementedError(
-                                  absl::StrCat("platform ", PlatformName(*call.platform), ": ",
-                                               model.title, "'s platform rules are not modelled"));
+                            : absl::UnimplementedError(absl::StrCat(
+                                  "platform ", PlatformName(*call.platform), ": ",
+                                  "the platform rules of ", model.title, " are not modelled"));
     if (!resolution.status.ok()) {
       resolution.events = ledger.events();
       return resolution;

@@ -63,6 +63,7 @@ double SglangDefaultSoftmaxScale(Profile profile, int64_t head_dim);
 // call.platform's rules (sglang/platform.h), then whether the profile's
 // kernel was read for that platform.
 absl::Status SglangCheckPlatform(const AttentionCall& call, Profile profile, Mode mode);
+absl::Status VllmCheckPlatform(const AttentionCall& call, Profile profile, Mode mode);
 absl::StatusOr<ResolvedArgs> ResolveVllmCall(const AttentionCall& call, Profile profile, Mode mode,
                                              Resolution* record);
 AttentionCall VllmBackendCall(const AttentionCall& call, Profile profile);

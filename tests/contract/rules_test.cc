@@ -931,10 +931,11 @@ TEST(ContractRule26, ACallsPlatformSelectsAndConstructsItsBackend) {
   call.platform = *ParsePlatform("cpu");
   ExpectPyError(Resolve(call, Profile::kAmxAttn, Mode::kHardened).status, PyErrorKind::kException,
                 "VisionAMXAttention is only available for cpu with amx support");
-  // vLLM's platform rules are not modelled: no call with a platform is
-  // predicted.
-  const Resolution vllm = Resolve(call, Profile::kVllmFlashAttnFa3, Mode::kFaithful);
-  EXPECT_EQ(vllm.status.message(), "platform cpu: vLLM's platform rules are not modelled");
+  // transformers' platform rules are not modelled: no call with a platform
+  // is predicted.
+  const Resolution transformers = Resolve(call, Profile::kTfSdpa, Mode::kFaithful);
+  EXPECT_EQ(transformers.status.message(),
+            "platform cpu: the platform rules of transformers are not modelled");
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "support/test_util.h"
+#include "varlen/contract/platform.h"
 #include "varlen/contract/resolve.h"
 #include "varlen/contract/vllm/metadata.h"
 #include "varlen/contract/vllm/version.h"
@@ -242,6 +243,106 @@ TEST(VllmMetadataTest, TheVSectionWrapsInInt32First) {
       PrepareVllmEncoderMetadata(Profile::kVllmFlashinfer, cu, options, kCuda, Mode::kHardened);
   ASSERT_FALSE(hardened.ok());
   EXPECT_THAT(std::string(hardened.status().message()), HasSubstr("3 * hidden_size // tp_size"));
+}
+
+// V11-V15 and V12: the profile is MMEncoderAttention's override; the
+// platform class asserts it supports it, and FLASH_ATTN's version is
+// get_flash_attn_version's for that capability.
+TEST(VllmPlatformTest, TheOverrideMustBeOnThePlatformsList) {
+  struct Refusal {
+    absl::string_view platform;
+    Profile profile;
+    std::string message;
+  };
+  const Refusal refusals[] = {
+      {"cpu", Profile::kVllmFlashAttnFa2,
+       "Backend AttentionBackendEnum.FLASH_ATTN is not supported for vit attentionSupported "
+       "backends are: [<AttentionBackendEnum.TORCH_SDPA: ''>]"},
+      {"other", Profile::kVllmTritonAttn,
+       "Backend AttentionBackendEnum.TRITON_ATTN is not supported for vit attentionSupported "
+       "backends are: [<AttentionBackendEnum.TORCH_SDPA: ''>]"},
+      {"hip:9.4", Profile::kVllmFlashinfer,
+       "Backend AttentionBackendEnum.FLASHINFER is not supported for vit attention. Supported "
+       "backends are: [<AttentionBackendEnum.FLASH_ATTN: "
+       "'vllm.v1.attention.backends.flash_attn.FlashAttentionBackend'>, "
+       "<AttentionBackendEnum.ROCM_AITER_FA: "
+       "'vllm.v1.attention.backends.rocm_aiter_fa.AiterFlashAttentionBackend'>, "
+       "<AttentionBackendEnum.TRITON_ATTN: "
+       "'vllm.v1.attention.backends.triton_attn.TritonAttentionBackend'>, "
+       "<AttentionBackendEnum.TORCH_SDPA: ''>]"},
+      {"xpu", Profile::kVllmFlashinfer,
+       "Backend AttentionBackendEnum.FLASHINFER is not supported for vit attention. Supported "
+       "backends are: [<AttentionBackendEnum.FLASH_ATTN: "
+       "'vllm.v1.attention.backends.flash_attn.FlashAttentionBackend'>, "
+       "<AttentionBackendEnum.TRITON_ATTN: "
+       "'vllm.v1.attention.backends.triton_attn.TritonAttentionBackend'>, "
+       "<AttentionBackendEnum.TORCH_SDPA: ''>]."},
+  };
+  for (const Refusal& r : refusals) {
+    AttentionCall call = VllmCall({5, 3});
+    call.platform = *ParsePlatform(r.platform);
+    SCOPED_TRACE(r.platform);
+    ExpectPyError(Resolve(call, r.profile, Mode::kFaithful).status, PyErrorKind::kAssertionError,
+                  r.message);
+    ExpectPyError(Resolve(call, r.profile, Mode::kHardened).status, PyErrorKind::kAssertionError,
+                  r.message);
+  }
+  // TORCH_SDPA is on every list, and its path is torch's wherever it runs.
+  for (absl::string_view platform : {"cuda:7.5", "cuda:9.0", "hip:9.4", "xpu", "cpu", "other"}) {
+    AttentionCall call = VllmCall({5, 3});
+    call.platform = *ParsePlatform(platform);
+    EXPECT_TRUE(Resolve(call, Profile::kVllmTorchSdpa, Mode::kFaithful).status.ok()) << platform;
+  }
+}
+
+TEST(VllmPlatformTest, WhereAnotherBackendOrVersionRunsTheCaseIsNotModelled) {
+  struct Run {
+    absl::string_view platform;
+    Profile profile;
+    int64_t head_size;
+    bool modelled;
+  };
+  const Run runs[] = {
+      {"cuda:9.0", Profile::kVllmFlashAttnFa3, 64, true},
+      {"cuda:9.0", Profile::kVllmFlashAttnFa2, 64, true},  // flash_attn_version=2
+      {"cuda:8.0", Profile::kVllmFlashAttnFa2, 64, true},
+      {"cuda:12.0", Profile::kVllmFlashAttnFa2, 64, true},
+      {"cuda:8.0", Profile::kVllmFlashAttnFa3, 64, false},   // FA2 runs
+      {"cuda:10.0", Profile::kVllmFlashAttnFa3, 64, false},  // FA4 or FA2 runs
+      {"cuda:9.0", Profile::kVllmFlashAttnFa3, 320, false},  // upgraded to FA4
+      {"cuda:7.5", Profile::kVllmFlashAttnFa2, 64, false},   // a door not read
+      {"cuda:7.5", Profile::kVllmTritonAttn, 64, false},     // BLOCK 64
+      {"cuda:8.6", Profile::kVllmTritonAttn, 64, true},
+      {"cuda:7.5", Profile::kVllmFlashinfer, 64, true},
+      {"hip:9.4", Profile::kVllmFlashAttnFa2, 64, false},  // upstream flash_attn
+      {"hip:9.4", Profile::kVllmTritonAttn, 64, false},
+      {"xpu", Profile::kVllmFlashAttnFa2, 64, false},
+      {"npu", Profile::kVllmTorchSdpa, 64, false},  // out of tree
+      {"musa:3.1", Profile::kVllmTorchSdpa, 64, false},
+  };
+  for (const Run& r : runs) {
+    AttentionCall call = VllmCall({5, 3});
+    call.vllm_layer.head_size = r.head_size;
+    call.platform = *ParsePlatform(r.platform);
+    const absl::Status status = Resolve(call, r.profile, Mode::kFaithful).status;
+    SCOPED_TRACE(absl::StrCat(r.platform, " ", ProfileName(r.profile), " ", r.head_size));
+    if (r.modelled) {
+      EXPECT_NE(status.code(), absl::StatusCode::kUnimplemented) << status;
+    } else {
+      EXPECT_EQ(status.code(), absl::StatusCode::kUnimplemented) << status;
+      EXPECT_THAT(std::string(status.message()),
+                  HasSubstr(absl::StrCat(ProfileName(r.profile), " on ", r.platform, ": ")));
+    }
+  }
+  // XPU runs TRITON_ATTN for a float32 model whatever the override (V14):
+  // the override's own assertion never runs.
+  AttentionCall call = VllmCall({5, 3});
+  call.q = Tensor::Zeros(DType::kFloat32, kCuda, call.q.shape());
+  call.platform = *ParsePlatform("xpu");
+  const absl::Status flashinfer = Resolve(call, Profile::kVllmFlashinfer, Mode::kFaithful).status;
+  EXPECT_EQ(flashinfer.message(),
+            "FLASHINFER on xpu: vLLM runs TRITON_ATTN instead (XPU's choice for float32, "
+            "whatever the override)");
 }
 
 }  // namespace

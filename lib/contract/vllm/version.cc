@@ -25,7 +25,8 @@ const EngineModel& VllmModel() {
                                      .aliases = {},
                                      .resolve = &internal::ResolveVllmCall,
                                      .backend_call = &internal::VllmBackendCall,
-                                     .default_softmax_scale = &internal::VllmDefaultSoftmaxScale};
+                                     .default_softmax_scale = &internal::VllmDefaultSoftmaxScale,
+                                     .check_platform = &internal::VllmCheckPlatform};
   return kModel;
 }
 

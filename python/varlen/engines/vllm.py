@@ -68,7 +68,9 @@ device tensor.
 
 What it does not cover: the metadata builders (compute_max_seqlen,
 maybe_compute_seq_lens, maybe_recompute_cu_seqlens), backend selection and
-the platform's own checks are not run (the profile names the backend); fp8
+the platform's own checks are not run here (the profile names the backend;
+varlen.engines.vllm_platform runs them, against faithful mode's platform
+rules in python/tests/test_vllm_platform.py); fp8
 (the AITER and FlashInfer fp8 paths) is off; the kernels' numerics are not
 run (only TORCH_SDPA computes) and their entry checks are kernel_entry's; the ROCm, XPU and CPU
 dispatch paths are not taken; and a host tensor is never a real device
