@@ -162,10 +162,13 @@ NB_MODULE(_core, m) {
     return out;
   });
 
-  m.def("sglang_versions", [] {
-    std::vector<std::string> names;
-    for (EngineVersion v : EngineVersion::Modelled(Engine::kSglang)) names.emplace_back(v.name());
-    return names;
+  m.def("engine_versions", [] {
+    std::map<std::string, std::vector<std::string>> versions;
+    for (Engine engine : AllEngines()) {
+      std::vector<std::string>& names = versions[std::string(EngineName(engine))];
+      for (EngineVersion v : EngineVersion::Modelled(engine)) names.emplace_back(v.name());
+    }
+    return versions;
   });
 
   m.def("engine_profiles", [] {

@@ -20,6 +20,11 @@ profile="sdpa")). The harness builds each call from a case, with every
 argument in the exact form the case names, and judges what forward raises or
 returns against what faithful mode predicts (docs/python.md).
 
+`varlen.record("dir")` is a context manager that writes every call an
+engine's vision attention sees (SGLang's backend classes, vLLM's
+MMEncoderAttention) as a case file, to replay with `varlen repro`
+(varlen.recording).
+
 The same entry points as the varlen command: check, repro, load_case,
 reference, backends; `python -m varlen` is that command for Python backends,
 and the pytest plugin (varlen.pytest_plugin) turns the suite into pytest
@@ -46,10 +51,12 @@ except ImportError as _error:  # a source checkout without the compiled module
         "`pip install ./python`, or build the project with VARLEN_BUILD_PYTHON=ON and put "
         f"<build>/python on PYTHONPATH ({_error})") from _error
 
+from varlen.recording import Recorder, record  # noqa: E402  (varlen.record(...))
+
 __all__ = [
     "CallBackend", "CallContext", "Capabilities", "KernelBackend", "CheckResult", "Outcome",
     "Case", "backends", "check", "kernel_backend", "load_backend", "load_case", "reference",
-    "register", "repro",
+    "register", "repro", "record", "Recorder",
 ]
 
 # name -> (backend, where it was loaded from: "module:attr" or None)

@@ -8,6 +8,7 @@
                            [--sglang=VERSION] [--brief] [--json] [--in-process]
     python -m varlen backends [--load=module:attr ...]
     python -m varlen report --merge DIR... [--report=OUT]
+    python -m varlen record DIR [--only-errors] [--limit=N] [--max-bytes=N] -- COMMAND...
 
 --load imports "module:attr", a varlen.KernelBackend, a varlen.CallBackend or a
 list of them ("module" alone: its BACKENDS), and registers them. --backend
@@ -19,7 +20,9 @@ again): a backend that crashes, hangs, runs out of memory or writes outside
 its buffers fails the case that caused it, with its case file, and the run
 goes on; --in-process runs it here (for a debugger). Exit status: 0 when
 everything passed, 1 when something failed, 2 for a usage error or an invalid
-case file. GTEST_TOTAL_SHARDS and GTEST_SHARD_INDEX run one shard of check
+case file. `record` runs COMMAND (a server) with every Python process it
+starts writing the calls its engines' vision attention sees as cases in DIR
+(varlen.recording). GTEST_TOTAL_SHARDS and GTEST_SHARD_INDEX run one shard of check
 (or of repro on a folder); `report --merge` joins the shards' --report
 folders into the unsharded run's report.
 """
@@ -44,6 +47,10 @@ def _backends(args):
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["record"]:  # its COMMAND's own flags are not ours to parse
+        from varlen import recording
+        return recording.main(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m varlen", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     check = sub.add_parser("check", help="the corpus and the generated properties")
@@ -78,6 +85,7 @@ def main(argv=None) -> int:
     listing = sub.add_parser("backends", help="list the backends")
     listing.add_argument("--load", action="append")
     listing.add_argument("--backend", action="append")
+    sub.add_parser("record", help="record a command's calls as cases (record DIR -- COMMAND)")
     args = parser.parse_args(argv)
 
     try:

@@ -40,6 +40,14 @@ ENGINE_PROFILES = {
     "transformers": ("flash_attention_2", "flash_attention_3", "flash_attention_4",
                      "kernels-community/flash-attn2", "sdpa", "eager"),
 }
+# SGLang's backend class of each of its profiles (vision.py).
+SGLANG_BACKEND_CLASSES = {
+    "triton_attn": "VisionTritonAttention", "sdpa": "VisionSdpaAttention",
+    "fa3": "VisionFlash3Attention", "fa4": "VisionFlash4Attention",
+    "flashinfer_cudnn": "VisionFlashInferAttention", "ascend_attn": "VisionAscendAttention",
+    "aiter_attn": "VisionAiterAttention", "amx_attn": "VisionAMXAttention",
+    "xpu_attn": "VisionIntelXPUAttention",
+}
 # Every profile name, and each engine's qualified ("transformers:sdpa"): a
 # name two engines share is SGLang's unless qualified.
 PROFILES = tuple(dict.fromkeys(p for profiles in ENGINE_PROFILES.values() for p in profiles)) + \

@@ -61,7 +61,7 @@ import math
 import types
 from typing import Any, List, Optional, Tuple
 
-from varlen import aiter_entry, amx_entry, fa4_entry, kernel_entry
+from varlen import aiter_entry, amx_entry, fa4_entry, kernel_entry, spec
 from varlen.engines import compare, device
 from varlen.engines import source as engine_source
 from varlen.engines.compare import Difference, Judge
@@ -71,17 +71,7 @@ NAME = "sglang"
 TITLE = "SGLang"
 
 VISION_FILE = "sglang/srt/layers/attention/vision.py"
-BACKEND_CLASSES = {
-    "triton_attn": "VisionTritonAttention",
-    "sdpa": "VisionSdpaAttention",
-    "fa3": "VisionFlash3Attention",
-    "fa4": "VisionFlash4Attention",
-    "flashinfer_cudnn": "VisionFlashInferAttention",
-    "ascend_attn": "VisionAscendAttention",
-    "aiter_attn": "VisionAiterAttention",
-    "amx_attn": "VisionAMXAttention",
-    "xpu_attn": "VisionIntelXPUAttention",
-}
+BACKEND_CLASSES = spec.SGLANG_BACKEND_CLASSES
 ROOTS = tuple(BACKEND_CLASSES.values()) + ("VisionAttentionMetadata", "SingletonCache")
 REAL_MODULES = ("__future__", "dataclasses", "functools", "math", "warnings", "typing",
                 "torch", "torch.nn", "torch.nn.functional", "einops")
