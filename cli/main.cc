@@ -133,8 +133,10 @@ const std::vector<CommandHelp>& Commands() {
        "engine version (--sglang=all: every modelled version, and where the outcome\n"
        "differs); --engine=ENGINE runs each case as that engine's counterpart call,\n"
        "--engine=all in every engine too, with what differs. --backend also takes a\n"
-       "mutant's name. Exit status: 0 when every case met its expectation, 1 when one\n"
-       "did not, 2 for an invalid case file or a usage error.",
+       "mutant's name. A script that makes a case's call on the engine's own class, for\n"
+       "its issue tracker: python -m varlen repro FILE --emit-python. Exit status: 0 when\n"
+       "every case met its expectation, 1 when one did not, 2 for an invalid case file or\n"
+       "a usage error.",
        {"backend", "sglang", "vllm", "transformers", "engine", "json", "brief", "save", "times",
         "load", "in_process", "deadline_s", "worker_memory_mb"}},
       {"backends",
@@ -929,6 +931,14 @@ int main(int argc, char** argv) {
     return 0;
   }
   std::string unknown;
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (arg == "--emit-python" || arg == "--emit_python") {
+      std::cerr << "varlen: --emit-python is the Python package's (it writes a script for the "
+                   "engine's own classes): python -m varlen repro FILE --emit-python\n";
+      return 2;
+    }
+  }
   if (!varlen::CheckFlagNames(argc, argv, &unknown)) {
     return varlen::UsageError(absl::StrCat("unknown flag ", unknown));
   }

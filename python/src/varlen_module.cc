@@ -467,6 +467,23 @@ NB_MODULE(_core, m) {
       nb::arg("count"), nb::arg("seed"), nb::arg("profile"), nb::arg("version"));
 
   m.def(
+      "case_layout",
+      [](const std::string& path_or_json) {
+        // q, k and v's shapes and strides as the case makes them, without
+        // making them (a recorder checks a live call against it).
+        const Case c = LoadCase(path_or_json);
+        const QkvTensors qkv = ShapeOnlyQkv(c);
+        nb::dict d;
+        for (const auto& [name, t] :
+             {std::pair<const char*, const Tensor*>{"q", &qkv.q}, {"k", &qkv.k}, {"v", &qkv.v}}) {
+          d[name] = nb::make_tuple(std::vector<int64_t>(t->shape().begin(), t->shape().end()),
+                                   std::vector<int64_t>(t->strides().begin(), t->strides().end()));
+        }
+        return d;
+      },
+      nb::arg("path_or_json"));
+
+  m.def(
       "faithful_call",
       [](const std::string& path_or_json) {
         const Case c = LoadCase(path_or_json);

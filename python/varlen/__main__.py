@@ -6,6 +6,7 @@
                            [--counts-only]
     python -m varlen repro FILE_OR_DIR [--load=module:attr ...] [--backend=NAME ...]
                            [--sglang=VERSION] [--brief] [--json] [--in-process]
+    python -m varlen repro FILE --emit-python
     python -m varlen backends [--load=module:attr ...]
     python -m varlen report --merge DIR... [--report=OUT]
     python -m varlen record DIR [--only-errors] [--limit=N] [--max-bytes=N] -- COMMAND...
@@ -20,7 +21,8 @@ again): a backend that crashes, hangs, runs out of memory or writes outside
 its buffers fails the case that caused it, with its case file, and the run
 goes on; --in-process runs it here (for a debugger). Exit status: 0 when
 everything passed, 1 when something failed, 2 for a usage error or an invalid
-case file. `record` runs COMMAND (a server) with every Python process it
+case file. `repro FILE --emit-python` writes a standalone script that makes
+the case's call on the engine's own class (varlen.emit). `record` runs COMMAND (a server) with every Python process it
 starts writing the calls its engines' vision attention sees as cases in DIR
 (varlen.recording). GTEST_TOTAL_SHARDS and GTEST_SHARD_INDEX run one shard of check
 (or of repro on a folder); `report --merge` joins the shards' --report
@@ -44,6 +46,22 @@ def _backends(args):
     loaded = [name for target in _items(args.load) for name in varlen.load_backend(target)]
     chosen = [name for item in _items(args.backend) for name in varlen.load_backend(item)]
     return chosen or loaded
+
+
+def _emit_python(path: str) -> int:
+    from pathlib import Path
+
+    from varlen import emit
+    if Path(path).is_dir():
+        print(f"varlen: --emit-python takes one case file, not the folder {path}",
+              file=sys.stderr)
+        return 2
+    try:
+        sys.stdout.write(emit.python_script(Path(path).read_text()))
+    except emit.NotEmitted as why:
+        print(f"varlen: {path}: no script: {why}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def main(argv=None) -> int:
@@ -74,6 +92,9 @@ def main(argv=None) -> int:
     repro.add_argument("--sglang", default=None)
     repro.add_argument("--brief", action="store_true")
     repro.add_argument("--json", action="store_true")
+    repro.add_argument("--emit-python", action="store_true",
+                       help="write a script that makes the case's call on the engine's own "
+                            "class, for its issue tracker (varlen.emit)")
     repro.add_argument("--in-process", action="store_true",
                        help="run the backends in this process, not in worker processes")
     report = sub.add_parser("report", help="merge the reports of a sharded check")
@@ -114,6 +135,8 @@ def main(argv=None) -> int:
                                   counts_only=args.counts_only)
             sys.stdout.write(result.text)
             return 0 if result.passed else 1
+        if args.emit_python:
+            return _emit_python(args.path)
         outcomes = varlen.repro(args.path, names or None, sglang=args.sglang,
                                 in_process=args.in_process)
     except ValueError as e:

@@ -30,8 +30,9 @@ Recording never changes what the engine does: the original `forward` runs
 with the same arguments and its result or exception is passed on; a call
 the case format cannot say (a q of a dtype or layout it lacks, a tensor
 argument too large to spell) is listed in `skipped.txt` instead. It costs a
-host read of each small tensor argument (a device sync on a GPU) and a
-resolution by faithful mode per call, so it is bounded: `limit` calls and
+host read of each small tensor argument (a device sync on a GPU) and the
+loading of its case (to check the case makes the live q: the same shape and
+strides), so it is bounded: `limit` calls and
 `max_bytes` of case files per process, nothing after either.
 
 For a server, set the environment instead (every process of the server
@@ -213,17 +214,12 @@ def _fused(q, k, v, heads: int, kv_heads: int, head_dim: int, token_dim: int = -
 
 
 def _check_layout(case: dict, q, core) -> None:
-    """The case's q as faithful mode makes it must be the live q, shape and
+    """The case must load, and the q it makes must be the live q, shape and
     strides (the case format has no spelling for anything else)."""
     try:
-        predicted = core.faithful_call(json.dumps(case))
+        shape, strides = (tuple(x) for x in core.case_layout(json.dumps(case))["q"])
     except Exception as error:  # an invalid case: the loader's message says why
         raise Unrepresentable(f"the case does not load: {error}") from None
-    if "builder_error" in predicted:
-        return  # the builder raised: its message is the case's; q was made
-    import torch
-    made = torch.from_dlpack(predicted["call"]["q"]["__tensor__"])
-    shape, strides = tuple(made.shape), tuple(made.stride())
     live = tuple(q.shape), tuple(q.stride())
     if shape != live[0] or any(a != b for a, b, n in zip(strides, live[1], shape) if n > 1):
         raise Unrepresentable(f"q of shape {list(live[0])} and strides {list(live[1])} "

@@ -58,6 +58,7 @@ import contextlib
 import contextvars
 import functools
 import math
+import sys
 import types
 from typing import Any, List, Optional, Tuple
 
@@ -72,6 +73,7 @@ TITLE = "SGLang"
 
 VISION_FILE = "sglang/srt/layers/attention/vision.py"
 BACKEND_CLASSES = spec.SGLANG_BACKEND_CLASSES
+VISION_MODULE = "sglang.srt.layers.attention.vision"
 ROOTS = tuple(BACKEND_CLASSES.values()) + ("VisionAttentionMetadata", "SingletonCache")
 REAL_MODULES = ("__future__", "dataclasses", "functools", "math", "warnings", "typing",
                 "torch", "torch.nn", "torch.nn.functional", "einops")
@@ -404,27 +406,41 @@ class Engine:
         cls = getattr(self.vision, BACKEND_CLASSES[d["profile"]])
         sdpa = d["sdpa"]
         raised = None
+        with self.calling(d) as (ledger, capture):
+            try:
+                backend = cls(head_dim=int(q.shape[-1]), num_heads=int(q.shape[-2]),
+                              num_kv_heads=int(k.shape[-2]), dropout=0.0,
+                              flatten_batch=bool(sdpa["flatten_batch"]),
+                              softmax_in_single_precision=bool(
+                                  sdpa["softmax_in_single_precision"]),
+                              softmax_scale=m.value(sdpa["softmax_scale"]),
+                              use_data_parallel=False, workspace_buffer=None)
+                backend.forward(q, k, v, bsz=d["bsz"], seq_len=d["seq_len"],
+                                cu_seqlens=m.value(d["cu_seqlens"]), **kwargs)
+            except Exception as e:  # the engine's exception is the observation
+                raised = (type(e).__name__, str(e))
+        return Observation(raised, capture, ledger, kwargs, tuple(q.shape), m.tensors)
+
+    @contextlib.contextmanager
+    def calling(self, d: dict):
+        """The state the backend classes run in for call `d` (its profile,
+        graph mode, the NPU's operators) and the device mode, with
+        vision.py importable by its name; yields (ledger, capture)."""
         npu = _npu_ops() if d["profile"] == "ascend_attn" else contextlib.nullcontext()
         self.profile = d["profile"]
         tokens = _GRAPH_MODE.set(bool(d["graph_mode"])), _ENGINE.set(self)
+        saved = sys.modules.get(VISION_MODULE)
+        sys.modules[VISION_MODULE] = self.vision
         try:
             with device.observing() as (ledger, capture), self.device.Mode(), npu:
-                try:
-                    backend = cls(head_dim=int(q.shape[-1]), num_heads=int(q.shape[-2]),
-                                  num_kv_heads=int(k.shape[-2]), dropout=0.0,
-                                  flatten_batch=bool(sdpa["flatten_batch"]),
-                                  softmax_in_single_precision=bool(
-                                      sdpa["softmax_in_single_precision"]),
-                                  softmax_scale=m.value(sdpa["softmax_scale"]),
-                                  use_data_parallel=False, workspace_buffer=None)
-                    backend.forward(q, k, v, bsz=d["bsz"], seq_len=d["seq_len"],
-                                    cu_seqlens=m.value(d["cu_seqlens"]), **kwargs)
-                except Exception as e:  # the engine's exception is the observation
-                    raised = (type(e).__name__, str(e))
+                yield ledger, capture
         finally:
+            if saved is None:
+                del sys.modules[VISION_MODULE]
+            else:
+                sys.modules[VISION_MODULE] = saved
             _ENGINE.reset(tokens[1])
             _GRAPH_MODE.reset(tokens[0])
-        return Observation(raised, capture, ledger, kwargs, tuple(q.shape), m.tensors)
 
 
 # --- comparing ---------------------------------------------------------------------------

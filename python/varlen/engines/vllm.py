@@ -114,6 +114,9 @@ DEFAULT_CALLS = 2100
 WHEEL_NAME = "vllm-0.33.0-cp38-abi3-manylinux_2_28_x86_64.whl"
 WHEEL_SHA256 = "4b6bdec4ab269990bf70d45a3c1e94c3760a27064513760193b26d6f0da883aa"
 LAYER_FILE = "vllm/model_executor/layers/attention/mm_encoder_attention.py"
+# The modules' names, for code that imports them (an emitted script).
+LAYER_MODULE = "vllm.model_executor.layers.attention.mm_encoder_attention"
+REGISTRY_MODULE = "vllm.v1.attention.backends.registry"
 OPS_FILE = "vllm/v1/attention/ops/vit_attn_wrappers.py"
 TORCH_UTILS_FILE = "vllm/utils/torch_utils.py"
 REGISTRY_FILE = "vllm/v1/attention/backends/registry.py"
@@ -509,20 +512,42 @@ class VllmEngine:
             kwargs["forward_metadata"] = m.value(d["forward_metadata"])
         spec = d["vllm_layer"]
         raised = output = None
-        token = _CAPTURING.set(bool(d.get("capturing", False)))
-        try:
-            with stand_ins.observing() as (ledger, capture), self.device.Mode():
-                try:
-                    layer = self.code.construct(d["profile"], int(spec["num_heads"]),
-                                                int(spec["head_size"]), scale=spec.get("scale"),
-                                                num_kv_heads=spec.get("num_kv_heads"))
-                    output = layer(q, k, v, **named, **kwargs)
-                except Exception as e:  # the engine's exception is the observation
-                    raised = (type(e).__name__, str(e))
-        finally:
-            _CAPTURING.reset(token)
+        with self.calling(d) as (ledger, capture):
+            try:
+                layer = self.code.construct(d["profile"], int(spec["num_heads"]),
+                                            int(spec["head_size"]), scale=spec.get("scale"),
+                                            num_kv_heads=spec.get("num_kv_heads"))
+                output = layer(q, k, v, **named, **kwargs)
+            except Exception as e:  # the engine's exception is the observation
+                raised = (type(e).__name__, str(e))
         return Observation(raised, capture, ledger, {**named, **kwargs}, tuple(q.shape),
                            m.tensors, output)
+
+
+    @contextlib.contextmanager
+    def calling(self, d: dict):
+        """The state MMEncoderAttention runs in for call `d` (stream capture,
+        and its profile's backend for a layer constructed here) and the device
+        mode, with the layer's module and the backend registry importable by
+        their names; yields (ledger, capture)."""
+        modules = {LAYER_MODULE: self.code.layer,
+                   REGISTRY_MODULE: types.SimpleNamespace(
+                       AttentionBackendEnum=self.code.AttentionBackendEnum)}
+        saved = {name: sys.modules.get(name) for name in modules}
+        tokens = (_CAPTURING.set(bool(d.get("capturing", False))),
+                  _SETTINGS.set(BACKEND_SETTINGS[d["profile"]]))
+        sys.modules.update(modules)
+        try:
+            with stand_ins.observing() as (ledger, capture), self.device.Mode():
+                yield ledger, capture
+        finally:
+            for name, module in saved.items():
+                if module is None:
+                    del sys.modules[name]
+                else:
+                    sys.modules[name] = module
+            _SETTINGS.reset(tokens[1])
+            _CAPTURING.reset(tokens[0])
 
 
 # --- comparing ---------------------------------------------------------------------------
