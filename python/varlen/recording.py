@@ -428,8 +428,9 @@ def _cuda_platform(q, torch) -> Optional[str]:
 def _version_field(core, engine: str, version: Optional[str]) -> Tuple[Dict[str, str], str]:
     """The case's version field, where `version` is modelled, and a note."""
     modelled = core.engine_versions().get(engine, [])
-    if version in modelled:
-        return {engine: version}, ""
+    release = (version or "").split("+")[0]  # a local build's "0.33.0+cu130"
+    if release in modelled:
+        return {engine: release}, ""
     return {}, (f" It was recorded from {engine} {version or '(version unknown)'}, which is not "
                 f"a modelled version: faithful mode replays it as the latest.")
 
