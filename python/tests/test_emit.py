@@ -1,5 +1,6 @@
 """`python -m varlen repro CASE --emit-python` on the corpus: each emitted
-script, run against SGLang's and vLLM's own code (their wheels, on the CPU
+script, run against SGLang's, vLLM's and transformers' own code (their
+wheels, on the CPU
 with varlen.engines' device stand-ins in place of a GPU), must make the
 case's call: it raises what the engine raises for the case's call, or
 returns where that call returns.
@@ -58,18 +59,11 @@ def run_script(engine, text: str, case_text: str):
     return emit.script_outcome(out.getvalue()), out.getvalue()
 
 
-def test_emitted_scripts_make_the_cases_call():
-    found = engines()
-    if set(found) != {"sglang", "vllm"}:
-        pytest.skip("the SGLang 0.5.23 and vLLM wheels are not both here")
+def check(engine, paths):
+    """(scripts run, cases not emitted, mismatches) of `paths` on `engine`."""
     ran, not_emitted, mismatches = 0, [], []
-    for path in sorted(CORPUS.glob("*.json")):
+    for path in paths:
         case_text = path.read_text()
-        case = json.loads(case_text)
-        engine = found.get(case.get("engine", "sglang"))
-        if engine is None or "platform" in case or elements(case) > 1 << 22:
-            continue  # another engine, another machine than the stand-ins', or too large to
-            # run here twice (the builders' bucket cases: 131,072 tokens)
         try:
             script = emit.python_script(case_text)
         except emit.NotEmitted as why:
@@ -80,8 +74,46 @@ def test_emitted_scripts_make_the_cases_call():
         ran += 1
         if (live is None) != (seen is None) or (live and not compare.same_error(live, seen)):
             mismatches.append((path.name, live, printed[:300]))
+    return ran, not_emitted, mismatches
+
+
+def corpus_cases(engine_name: str):
+    """The corpus cases of an engine that run here: no platform (the stand-ins
+    are one GPU's) and small enough to make twice."""
+    for path in sorted(CORPUS.glob("*.json")):
+        case = json.loads(path.read_text())
+        if case.get("engine", "sglang") == engine_name and "platform" not in case and \
+                elements(case) <= 1 << 22:
+            yield path, case
+
+
+def test_emitted_scripts_make_the_cases_call():
+    found = engines()
+    if set(found) != {"sglang", "vllm"}:
+        pytest.skip("the SGLang 0.5.23 and vLLM wheels are not both here")
+    ran, not_emitted, mismatches = 0, [], []
+    for name, engine in found.items():
+        r, n, m = check(engine, [path for path, _ in corpus_cases(name)])
+        ran, not_emitted, mismatches = ran + r, not_emitted + n, mismatches + m
     assert not mismatches, mismatches[:5]
-    assert ran >= 150, (ran, not_emitted[:5])
+    assert ran >= 300, (ran, not_emitted[:5])
+
+
+def test_emitted_transformers_scripts_make_the_cases_call():
+    from varlen.engines import transformers as transformers_engine
+    by_band = {}
+    for path, case in corpus_cases("transformers"):
+        by_band.setdefault(case.get("transformers", "5.25.0"), []).append(path)
+    ran, mismatches = 0, []
+    for band, paths in sorted(by_band.items()):
+        try:
+            engine = transformers_engine.judge(band).engine
+        except (source.Unavailable, OSError) as why:
+            pytest.skip(f"no transformers {band} wheel here: {why}")
+        r, _, m = check(engine, paths)
+        ran, mismatches = ran + r, mismatches + m
+    assert not mismatches, mismatches[:5]
+    assert ran >= 10, ran
 
 
 def test_the_command_writes_a_script_that_names_the_engine_and_the_prediction(tmp_path):
@@ -98,3 +130,22 @@ def test_the_command_writes_a_script_that_names_the_engine_and_the_prediction(tm
     folder = subprocess.run([sys.executable, "-m", "varlen", "repro", str(CORPUS),
                              "--emit-python"], capture_output=True, text=True, timeout=120)
     assert folder.returncode == 2 and "one case file" in folder.stderr
+
+
+def test_a_returned_output_is_compared_with_each_sequences_attention():
+    """SGLang's VisionSdpaAttention runs torch for real on the stand-ins: the
+    script's reference line tells its silent corruption from a right output."""
+    engine = engines().get("sglang")
+    if engine is None:
+        pytest.skip("no SGLang 0.5.23 wheel here")
+
+    def difference(name: str) -> float:
+        case_text = (CORPUS / name).read_text()
+        _, printed = run_script(engine, emit.python_script(case_text), case_text)
+        line = printed.splitlines()[1]
+        assert line.startswith("largest difference from each sequence's own attention"), printed
+        return float(line.split(": ")[1].split()[0])
+
+    assert difference("sdpa-block-diagonal.json") < 0.02
+    assert difference("sdpa-ignores-per-call-softmax-scale.json") > 0.5
+    assert difference("sdpa-padding-partial-item.json") > 0.5

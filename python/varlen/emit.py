@@ -10,16 +10,22 @@ prints what happened beside what faithful mode predicts:
 * vLLM: `MMEncoderAttention(heads, head_size, scale=, num_kv_heads=)` with
   the backend and FlashAttention version of the case's profile set as
   `--mm-encoder-attn-backend` (and `flash_attn_version`) would choose them,
-  then `layer(q, k, v, cu_seqlens=, **kwargs)`.
+  then `layer(q, k, v, cu_seqlens=, **kwargs)`;
+* transformers, direct entry: the attention function registered under the
+  profile (`eager_attention_forward` for eager), handed Qwen2.5-VL's vision
+  attention module and q, k, v as `[1, heads, tokens, head_dim]`.
 
 Every argument has the case's form: shapes, strides, dtypes, devices, and
 the values of every tensor but q, k and v (random, seeded: the script
 reproduces how the call is resolved, not the case's numbers) and of large
-workspaces (left empty). The script does not judge the output: a call that
-returns prints the output's shape, and the case's `varlen repro` report is
-where a silent corruption shows. Not emitted yet: SGLang's layer entry,
-transformers, warmup calls, and graph-mode capture (the environment
-variable is set, the capture is not made).
+workspaces (left empty). A call that returns prints the output's shape and
+its largest difference from each sequence's own attention (float32, torch's
+SDPA; not for a window, sinks or a causal mask), which is how a silent
+corruption shows; the case's `varlen repro` report judges it with the
+float64 oracle and a tolerance. Not emitted yet: SGLang's and
+transformers' layer and tower entries, a hub kernel's registration, warmup
+calls, and graph-mode capture (the environment variable is set, the capture
+is not made).
 """
 
 from __future__ import annotations
@@ -124,11 +130,69 @@ def strided(values, shape, strides):
 _RUN = '''
 try:
     output = {call}
-    print(f"returned: an output of shape {{tuple(output.shape)}}")
 except Exception as error:
     print(f"raised {{type(error).__name__}}: {{error}}")
+else:
+    print(f"returned: an output of shape {{tuple(output.shape)}}")
+    print(compare_with_reference(output))
 print({prediction!r})
 '''
+
+# The intended attention, per sequence in float32, beside a returned output:
+# what makes a silent corruption visible to whoever runs the script.
+_REFERENCE = '''
+SEQ_LENS = {seq_lens}
+STARTS = {starts}
+SCALE = {scale}
+
+
+def compare_with_reference(output):
+    """The largest difference between the output and each sequence's own
+    attention (float32, torch's scaled_dot_product_attention)."""
+    heads, kv_heads, head_dim, head_dim_v = {heads}, {kv_heads}, {head_dim}, {head_dim_v}
+    rows = q.numel() // (heads * head_dim)
+    if output.numel() != rows * heads * head_dim_v or k.numel() != rows * kv_heads * head_dim:
+        return f"not compared: an output of {{output.numel()}} elements for {{rows}} rows"
+    qs, ks, vs = (x.reshape(rows, n, d).float() for x, n, d in
+                  ((q, heads, head_dim), (k, kv_heads, head_dim), (v, kv_heads, head_dim_v)))
+    out = output.reshape(rows, heads, head_dim_v).float()
+    worst = 0.0
+    for start, length in zip(STARTS, SEQ_LENS):
+        if length == 0:
+            continue
+        part = [x[start:start + length].transpose(0, 1) for x in (qs, ks, vs)]
+        part[1] = part[1].repeat_interleave(heads // kv_heads, dim=0)
+        part[2] = part[2].repeat_interleave(heads // kv_heads, dim=0)
+        want = torch.nn.functional.scaled_dot_product_attention(*part, scale=SCALE)
+        got = out[start:start + length].transpose(0, 1)
+        difference = (got - want).abs().nan_to_num(nan=float("inf"))  # NaN is the worst
+        worst = max(worst, difference.max().item())
+    return (f"largest difference from each sequence's own attention (float32): {{worst:.3g}} "
+            f"over {{sum(SEQ_LENS)}} rows")
+'''
+
+
+def _reference(case: dict) -> str:
+    """The reference check of the case's geometry; a geometry with a window,
+    sinks or a causal mask is not compared (the script prints why)."""
+    g = case["geometry"]
+    if g.get("window") not in (None, [-1, -1]) or g.get("sinks") or g.get("causal"):
+        return ('\n\ndef compare_with_reference(output):\n'
+                '    return "not compared: the case attends within a window, with sinks or '
+                'causally"\n')
+    lengths = [int(n) for n in g["seq_lens"]]
+    padding = g.get("padding", 0)
+    gaps = padding if isinstance(padding, list) else [0] * len(lengths) + [padding]
+    starts, row = [], 0
+    for gap, length in zip(gaps, lengths):
+        row += gap
+        starts.append(row)
+        row += length
+    scale = g.get("softmax_scale", float(g["head_dim"]) ** -0.5)
+    return _REFERENCE.format(seq_lens=lengths, starts=starts, scale=repr(float(scale)),
+                             heads=int(g["num_heads"]), head_dim=int(g["head_dim"]),
+                             kv_heads=int(g.get("num_kv_heads", g["num_heads"])),
+                             head_dim_v=int(g.get("head_dim_v", g["head_dim"])))
 
 
 def _prediction(predicted: dict, case: dict, case_text: str, core) -> str:
@@ -168,6 +232,8 @@ def python_script(case_text: str, core=None) -> str:
         imports, call, install = _sglang(d, script)
     elif engine == "vllm":
         imports, call, install = _vllm(d, script)
+    elif engine == "transformers":
+        imports, call, install = _transformers(d, script, case)
     else:
         raise NotEmitted(f"scripts for {engine} are not emitted yet")
     version = d.get("version", "")
@@ -179,7 +245,7 @@ def python_script(case_text: str, core=None) -> str:
               f"({case.get('platform', 'a CUDA GPU')}): python this_script.py", '"""', "",
               "import torch", *imports, "", 'DEVICE = "cuda"',
               f"torch.manual_seed({int(case.get('data', {}).get('seed', 0)) % (1 << 63)})"]
-    preamble = _PREAMBLE if script.uses_strided else ""
+    preamble = (_PREAMBLE if script.uses_strided else "") + _reference(case)
     return "\n".join(header) + "\n" + preamble + "\n" + "\n".join(script.lines) + "\n" + \
         _RUN.format(call=call, prediction=_prediction(predicted, case, case_text, core))
 
@@ -235,6 +301,37 @@ def _vllm(d: dict, script: _Script):
         f", cu_seqlens={script.value(d['cu_seqlens'], 'cu_seqlens')}"
     call = f"layer(q, k, v{named}{script.keywords(kwargs)})"
     return imports, call, ("vLLM", "vllm")
+
+
+def _transformers(d: dict, script: _Script, case: dict):
+    from varlen import spec
+    profile = d["profile"]
+    if d["entry"] != "direct":
+        raise NotEmitted(f"transformers' {d['entry']} entry is not emitted yet (only direct "
+                         "calls of the attention function)")
+    if profile == spec.TRANSFORMERS_HUB_FLASH:
+        raise NotEmitted("a hub kernel's registration (the `kernels` package) is not emitted")
+    models = "transformers.models.qwen2_5_vl"
+    imports = [f"from {models}.configuration_qwen2_5_vl import Qwen2_5_VLVisionConfig",
+               f"from {models}.modeling_qwen2_5_vl import Qwen2_5_VLVisionAttention"]
+    if profile == "eager":
+        imports.append(f"from {models}.modeling_qwen2_5_vl import eager_attention_forward")
+        function = "eager_attention_forward"
+    else:
+        imports.append("from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS")
+        function = f"ALL_ATTENTION_FUNCTIONS[{profile!r}]"
+    geometry = case["geometry"]
+    heads, head_dim = int(geometry["num_heads"]), int(geometry["head_dim"])
+    script.lines += [
+        "# The module the function is handed: Qwen2.5-VL's vision attention (its weights unread).",
+        f"config = Qwen2_5_VLVisionConfig(hidden_size={heads * head_dim}, num_heads={heads}, "
+        "depth=1, intermediate_size=8, out_hidden_size=8)",
+        f"config._attn_implementation = {profile!r}",
+        "module = Qwen2_5_VLVisionAttention(config).eval()",
+        "# [1, heads, tokens, head_dim], as the layer hands them over.",
+        "query, key, value = (x.transpose(0, 1).unsqueeze(0) for x in (q, k, v))"]
+    call = f"{function}(module, query, key, value{script.keywords(d['kwargs'])})[0]"
+    return imports, call, ("transformers", "transformers")
 
 
 def script_outcome(stdout: str) -> Any:

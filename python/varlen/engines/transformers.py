@@ -65,6 +65,7 @@ process loads depends on what is installed; here it is FlashAttention 2.
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import hashlib
@@ -724,47 +725,57 @@ class Engine:
         d["q_dtype"] = str(q.dtype)  # for the explained differences (the capsule is spent)
         kwargs = {key: m.value(item) for key, item in d["kwargs"].items()}
         raised = output = None
-        calls = Calls()
-        tokens = (_ENGINE.set(self), _CALLS.set(calls), _ROTARY.set(bool(d.get("rotary"))))
-        code.reset(profile)
         # Built outside the device mode: its parameters are no device's.
         attn = code.module(profile, int(q.shape[-2]) if q.dim() >= 2 else 1, int(q.shape[-1]))
+        with self.calling(d) as (ledger, capture, calls):
+            try:
+                if d["entry"] in ("layer", "tower"):
+                    attn.qkv.qkv_of_call = (q, k, v)
+                    hidden = torch.zeros(q.shape[0], 1, device=q.device)
+                    angles = torch.zeros(q.shape[0], 2)
+                    if d["entry"] == "layer":
+                        cu, own = m.value(d["cu_seqlens"]), {}
+                    else:  # the tower's step, then its first block's attention
+                        tower_kwargs = dict(kwargs)
+                        grid = tower_kwargs.pop("grid_thw")
+                        if d.get("windows"):
+                            cu, own = code.window_tower_seqlens(
+                                grid, attn.config, d["windows"], tower_kwargs, hidden)
+                        else:
+                            cu, own = code.tower_seqlens(grid, attn.config, tower_kwargs)
+                        kwargs = tower_kwargs
+                    output = attn(hidden, cu_seqlens=cu, **own,
+                                  position_embeddings=(angles, angles), **kwargs)
+                else:
+                    fn = code.layer.eager_attention_forward if profile == "eager" \
+                        else code.functions[profile]
+                    views = [x.transpose(0, 1).unsqueeze(0) for x in (q, k, v)]
+                    output = fn(attn, *views, **kwargs)[0]
+            except kernel_entry.NotModelled as e:
+                raised = ("NotModelled", str(e))
+            except Exception as e:  # the engine's exception is the observation
+                raised = (type(e).__name__, str(e))
+        capture.kernel = calls.calls[0]["kernel"] if calls.calls else None
+        capture.args = {"calls": calls.calls}
+        return Observation(raised, capture, ledger, kwargs, tuple(q.shape), m.tensors, output)
+
+    @contextlib.contextmanager
+    def calling(self, d: dict):
+        """The state the band's code runs in for call `d` (a fresh flash
+        import for its profile, the kernels' call log, rotary embeddings) and
+        the device mode; yields (ledger, capture, the kernel calls). The
+        band's modules are transformers' own, importable by their names."""
+        code = load(self.band)
+        calls = Calls()
+        tokens = (_ENGINE.set(self), _CALLS.set(calls), _ROTARY.set(bool(d.get("rotary"))))
+        code.reset(d["profile"])
         try:
             with stand_ins.observing() as (ledger, capture), self.device.Mode():
-                try:
-                    if d["entry"] in ("layer", "tower"):
-                        attn.qkv.qkv_of_call = (q, k, v)
-                        hidden = torch.zeros(q.shape[0], 1, device=q.device)
-                        angles = torch.zeros(q.shape[0], 2)
-                        if d["entry"] == "layer":
-                            cu, own = m.value(d["cu_seqlens"]), {}
-                        else:  # the tower's step, then its first block's attention
-                            tower_kwargs = dict(kwargs)
-                            grid = tower_kwargs.pop("grid_thw")
-                            if d.get("windows"):
-                                cu, own = code.window_tower_seqlens(
-                                    grid, attn.config, d["windows"], tower_kwargs, hidden)
-                            else:
-                                cu, own = code.tower_seqlens(grid, attn.config, tower_kwargs)
-                            kwargs = tower_kwargs
-                        output = attn(hidden, cu_seqlens=cu, **own,
-                                      position_embeddings=(angles, angles), **kwargs)
-                    else:
-                        fn = code.layer.eager_attention_forward if profile == "eager" \
-                            else code.functions[profile]
-                        views = [x.transpose(0, 1).unsqueeze(0) for x in (q, k, v)]
-                        output = fn(attn, *views, **kwargs)[0]
-                except kernel_entry.NotModelled as e:
-                    raised = ("NotModelled", str(e))
-                except Exception as e:  # the engine's exception is the observation
-                    raised = (type(e).__name__, str(e))
+                yield ledger, capture, calls
         finally:
             _ROTARY.reset(tokens[2])
             _CALLS.reset(tokens[1])
             _ENGINE.reset(tokens[0])
-        capture.kernel = calls.calls[0]["kernel"] if calls.calls else None
-        capture.args = {"calls": calls.calls}
-        return Observation(raised, capture, ledger, kwargs, tuple(q.shape), m.tensors, output)
 
 
 # --- comparing ---------------------------------------------------------------------------
