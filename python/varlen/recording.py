@@ -337,6 +337,22 @@ class Recorder:
 
     # -- writing -----------------------------------------------------------------------
 
+    def case(self, engine: str, version: Tuple[Dict[str, str], str], platform: Optional[str],
+             source: str, description: str, geometry: dict, call: dict, q,
+             host_qkv: bool = False) -> dict:
+        """A recorded call's case; Unrepresentable unless it loads and makes
+        the live q. `version`: the case's version field and a note on it;
+        `host_qkv`: the profile's q lives on the host anyway."""
+        fields, note = version
+        case = {"name": "recorded", "source": f"recorded by varlen.record: {source}",
+                "description": description + note, "engine": engine, **fields,
+                **({"platform": platform} if platform else {}), "mode": "faithful",
+                "geometry": geometry, "data": {"seed": len(self.written) + 1}, "call": call}
+        if _device_name(q) == "cpu" and not host_qkv:
+            call["qkv_device"] = "cpu"
+        _check_layout(case, q, self.core())
+        return case
+
     def core(self):
         if self._core is None:
             from varlen import _core
@@ -362,7 +378,7 @@ class Recorder:
             index = len(self.written) + 1
             case["name"] = f"recorded-{case['engine']}-" \
                            f"{case['call']['profile'].replace('/', '-')}-{os.getpid()}-{index:04d}"
-            text = json.dumps(case, indent=2) + "\n"
+            text = _dumps(case) + "\n"
             if self.bytes_written + len(text) > self.max_bytes:
                 self._stop(f"the limit of {self.max_bytes} bytes")
                 return
@@ -408,6 +424,19 @@ class Recorder:
             self.attach_vllm(sys.modules[VLLM_MODULE])
         if TRANSFORMERS_MODULE in sys.modules:
             self.attach_transformers(sys.modules[TRANSFORMERS_MODULE].ALL_ATTENTION_FUNCTIONS)
+
+
+def _dumps(x, indent: str = "") -> str:
+    """JSON as the corpus writes it: objects one key per line, a list of
+    scalars on one line (a tensor's values)."""
+    inner = indent + "  "
+    if isinstance(x, dict) and x:
+        items = ",\n".join(f"{inner}{json.dumps(k)}: {_dumps(v, inner)}" for k, v in x.items())
+        return "{\n" + items + "\n" + indent + "}"
+    if isinstance(x, list) and any(isinstance(item, (dict, list)) for item in x):
+        items = ",\n".join(inner + _dumps(item, inner) for item in x)
+        return "[\n" + items + "\n" + indent + "]"
+    return json.dumps(x)
 
 
 def _package_version(package: str) -> Optional[str]:
@@ -495,22 +524,13 @@ class _SglangCall:
         if metadata is not None:
             call["forward_metadata"] = _spell_metadata(metadata, torch)
         call["kwargs"] = _spell_kwargs(kw, q, torch)
-        core = self.recorder.core()
-        version, version_note = _version_field(core, "sglang", self.version)
-        platform = self.platform
-        case = {"name": "recorded", "source": f"recorded by varlen.record: SGLang "
-                f"{self.version or '(version unknown)'}, {type(backend).__name__}.forward",
-                "description": f"A live call to {type(backend).__name__}.forward.{note}"
-                               f"{version_note}",
-                "engine": "sglang", **version, **({"platform": platform} if platform else {}),
-                "mode": "faithful",
-                "geometry": _geometry(q, k, v, seq_lens, padding, heads, kv_heads, head_dim,
-                                      head_dim_v, scale),
-                "data": {"seed": len(self.recorder.written) + 1}, "call": call}
-        if _device_name(q) == "cpu" and self.profile != "amx_attn":
-            case["call"]["qkv_device"] = "cpu"
-        _check_layout(case, q, core)
-        return case
+        where = f"{type(backend).__name__}.forward"
+        return self.recorder.case(
+            "sglang", _version_field(self.recorder.core(), "sglang", self.version), self.platform,
+            f"SGLang {self.version or '(version unknown)'}, {where}",
+            f"A live call to {where}.{note}",
+            _geometry(q, k, v, seq_lens, padding, heads, kv_heads, head_dim, head_dim_v, scale),
+            call, q, host_qkv=self.profile == "amx_attn")
 
 
 class _VllmCall:
@@ -568,22 +588,14 @@ class _VllmCall:
         if cu is not None:
             call["cu_seqlens"] = _spell_value(cu, torch)
         call["kwargs"] = _spell_kwargs(kw, q, torch)
-        core = self.recorder.core()
-        version, version_note = _version_field(core, "vllm", self.version)
         platform = self.platform or _cuda_platform(q, torch)
-        scale = getattr(layer, "scale", None)
-        case = {"name": "recorded", "source": f"recorded by varlen.record: vLLM "
-                f"{self.version or '(version unknown)'}, MMEncoderAttention.forward ({profile})",
-                "description": f"A live call to MMEncoderAttention.forward.{note}{version_note}",
-                "engine": "vllm", **version, **({"platform": platform} if platform else {}),
-                "mode": "faithful",
-                "geometry": _geometry(q, k, v, seq_lens, padding, heads, kv_heads, head_size,
-                                      head_dim_v, scale),
-                "data": {"seed": len(self.recorder.written) + 1}, "call": call}
-        if _device_name(q) == "cpu":
-            case["call"]["qkv_device"] = "cpu"
-        _check_layout(case, q, core)
-        return case
+        return self.recorder.case(
+            "vllm", _version_field(self.recorder.core(), "vllm", self.version), platform,
+            f"vLLM {self.version or '(version unknown)'}, MMEncoderAttention.forward ({profile})",
+            f"A live call to MMEncoderAttention.forward.{note}",
+            _geometry(q, k, v, seq_lens, padding, heads, kv_heads, head_size, head_dim_v,
+                      getattr(layer, "scale", None)),
+            call, q)
 
 
 def _transformers_band(version: Optional[str]) -> Tuple[Dict[str, str], str]:
@@ -629,22 +641,13 @@ class _TransformersCall:
         call = {"profile": self.profile, "entry": "direct",
                 "layout": "fused_qkv" if fused else "packed",
                 "kwargs": _spell_kwargs(kw, q, torch)}
-        core = self.recorder.core()
-        version, version_note = _transformers_band(self.version)
-        platform = self.platform
-        case = {"name": "recorded", "source": f"recorded by varlen.record: transformers "
-                f"{self.version or '(version unknown)'}, the {self.profile} attention function",
-                "description": f"A live call to the {self.profile} attention function.{note}"
-                               f"{version_note}",
-                "engine": "transformers", **version,
-                **({"platform": platform} if platform else {}), "mode": "faithful",
-                "geometry": _geometry(q, k, v, seq_lens, padding, heads, k.shape[1], head_dim,
-                                      v.shape[-1], kw.get("scaling")),
-                "data": {"seed": len(self.recorder.written) + 1}, "call": call}
-        if _device_name(q) == "cpu":
-            case["call"]["qkv_device"] = "cpu"
-        _check_layout(case, q, core)
-        return case
+        return self.recorder.case(
+            "transformers", _transformers_band(self.version), self.platform,
+            f"transformers {self.version or '(version unknown)'}, the {self.profile} attention "
+            "function", f"A live call to the {self.profile} attention function.{note}",
+            _geometry(q, k, v, seq_lens, padding, heads, k.shape[1], head_dim, v.shape[-1],
+                      kw.get("scaling")),
+            call, q)
 
 
 class _AttachOnImport(importlib.abc.MetaPathFinder):
