@@ -237,10 +237,13 @@ def python_script(case_text: str, core=None) -> str:
     else:
         raise NotEmitted(f"scripts for {engine} are not emitted yet")
     version = d.get("version", "")
+    # A release ("0.5.23"), or a commit of the engine's repository ("0026249").
+    install_line = (f"Install the release the case models: pip install \"{install[1]}=={version}\""
+                    if "." in version else
+                    f"Install the code the case models: {install[0]} at commit {version}")
     header = [f'"""Reproduces the varlen case {case.get("name", "")!r} on '
               f'{install[0]}\'s own code.', "",
-              f"Source: {case.get('source', '')}",
-              f"Install the release the case models: pip install \"{install[1]}=={version}\"",
+              f"Source: {case.get('source', '')}", install_line,
               "Run it on a machine with the platform the case names "
               f"({case.get('platform', 'a CUDA GPU')}): python this_script.py", '"""', "",
               "import torch", *imports, "", 'DEVICE = "cuda"',
