@@ -15,6 +15,7 @@
 #include "case_rules.h"
 #include "varlen/cases/engine_calls.h"
 #include "varlen/cases/limits.h"
+#include "varlen/cases/synth.h"
 
 namespace varlen {
 namespace {
@@ -371,9 +372,30 @@ absl::StatusOr<Geometry> ReadGeometry(const json& j, const std::string& path) {
   return g;
 }
 
+absl::StatusOr<QkvFiles> ReadQkvFiles(const json& j, const std::string& path) {
+  VARLEN_ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Open(j, path, {"q", "k", "v"}));
+  QkvFiles files;
+  for (auto [key, name] :
+       {std::pair<const char*, std::string*>{"q", &files.q}, {"k", &files.k}, {"v", &files.v}}) {
+    VARLEN_ASSIGN_OR_RETURN(const json* file, r.Required(key));
+    VARLEN_ASSIGN_OR_RETURN(*name, ReadString(*file, r.Path(key)));
+    if (name->empty()) return PathError(r.Path(key), "an empty file name");
+  }
+  return files;
+}
+
 absl::StatusOr<DataSpec> ReadData(const json& j, const std::string& path) {
-  VARLEN_ASSIGN_OR_RETURN(ObjectReader r, ObjectReader::Open(j, path, {"seed", "distribution"}));
+  VARLEN_ASSIGN_OR_RETURN(ObjectReader r,
+                          ObjectReader::Open(j, path, {"seed", "distribution", "files"}));
   DataSpec d;
+  if (const json* files = r.Optional("files")) {
+    if (r.Optional("seed") != nullptr || r.Optional("distribution") != nullptr) {
+      return PathError(r.Path("files"),
+                       "q, k and v come from the files, so seed and distribution must be absent");
+    }
+    VARLEN_ASSIGN_OR_RETURN(d.files, ReadQkvFiles(*files, r.Path("files")));
+    return d;
+  }
   if (const json* seed = r.Optional("seed")) {
     if (!seed->is_number_integer() ||
         (seed->is_number_integer() && !seed->is_number_unsigned() && seed->get<int64_t>() < 0)) {
@@ -1032,7 +1054,12 @@ json CaseToJson(const Case& c) {
   if (c.platform.has_value()) j["platform"] = PlatformName(*c.platform);
   j["mode"] = ModeName(c.mode);
   j["geometry"] = geometry;
-  j["data"] = {{"seed", c.data.seed}, {"distribution", DistributionName(c.data.distribution)}};
+  if (c.data.files.has_value()) {
+    j["data"] = {
+        {"files", {{"q", c.data.files->q}, {"k", c.data.files->k}, {"v", c.data.files->v}}}};
+  } else {
+    j["data"] = {{"seed", c.data.seed}, {"distribution", DistributionName(c.data.distribution)}};
+  }
   j["call"] = call;
   if (!c.warmup.empty()) {
     json warmup = json::array();
@@ -1116,6 +1143,8 @@ absl::StatusOr<Case::Warmup> MakeWarmup(const Case& c, const nlohmann::ordered_j
   json patched = CaseToJson(c);
   patched.erase("warmup");
   patched.erase("expect");
+  // A file's values are the case's own call's: a warmup draws its own.
+  if (c.data.files.has_value()) patched.erase("data");
   patched.merge_patch(patch);
   VARLEN_ASSIGN_OR_RETURN(Case made, ReadCase(patched));
   VARLEN_RETURN_IF_ERROR(ValidateCase(made));
@@ -1180,7 +1209,12 @@ absl::StatusOr<Case> LoadCaseFile(const std::string& path) {
     return absl::InvalidArgumentError(absl::StrCat(
         path, ": ", text.str().size(), " bytes exceed the case file limit of ", kMaxCaseFileBytes));
   }
-  return ParseCase(text.str(), path);
+  VARLEN_ASSIGN_OR_RETURN(Case c, ParseCase(text.str(), path));
+  if (c.data.files.has_value()) {
+    VARLEN_RETURN_IF_ERROR(
+        LoadCaseData(&c, std::filesystem::path(path).parent_path().string(), path));
+  }
+  return c;
 }
 
 absl::StatusOr<std::vector<std::string>> ListCaseFiles(const std::vector<std::string>& paths) {

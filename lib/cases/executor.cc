@@ -294,6 +294,17 @@ void CheckExpectation(const Case& c, Outcome* outcome) {
   outcome->verdict = mismatches.empty() ? Verdict::kPass : Verdict::kFail;
 }
 
+// Where the oracle runs for a forward run of `c`, or why it runs resolution only.
+absl::StatusOr<OracleDevice> ForwardDevice(const Case& c, const RunOptions& options) {
+  if (!options.allow_forward) return absl::FailedPreconditionError("forward runs disabled");
+  if (c.data.files.has_value() && c.data.file_values == nullptr) {
+    return absl::FailedPreconditionError(
+        "q, k and v are in the files $.data.files names, and this case was read without them "
+        "(load it from its file)");
+  }
+  return OracleDeviceFor(c.geometry, options.budget);
+}
+
 }  // namespace
 
 absl::string_view ObservedName(Observed observed) {
@@ -325,10 +336,7 @@ absl::string_view VerdictName(Verdict verdict) {
 CaseRunner::CaseRunner(Case c, RunOptions options)
     : case_(std::move(c)),
       options_(options),
-      oracle_device_(options.allow_forward
-                         ? OracleDeviceFor(case_.geometry, options.budget)
-                         : absl::StatusOr<OracleDevice>(
-                               absl::FailedPreconditionError("forward runs disabled"))),
+      oracle_device_(ForwardDevice(case_, options)),
       forward_(oracle_device_.ok()),
       qkv_(forward_ ? SynthesizeQkv(case_) : ShapeOnlyQkv(case_)),
       reference_(options.reference) {
@@ -661,7 +669,10 @@ void CaseRunner::ExecuteWholeCall(const Backend& backend, AttentionCall call, Ou
   }
   if (predicted_error.has_value()) engine.predicted = FormatPythonError(*predicted_error);
 
-  call.case_json = CaseToJson(case_).dump();
+  // The worker reads the case's files from its own working folder.
+  Case sent = case_;
+  if (sent.data.files.has_value()) sent.data.files = AbsoluteDataFiles(sent.data);
+  call.case_json = CaseToJson(sent).dump();
   absl::StatusOr<EngineCallResult> result = backend.CallEngine(call, profile);
   if (!result.ok()) return not_made(result.status());
   engine.device_events = result->device_events;

@@ -3,7 +3,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "varlen/cases/limits.h"
+#include "varlen/cases/npy.h"
 
 namespace varlen {
 namespace {
@@ -109,10 +116,27 @@ Shape QkvShape(const Case& c, int64_t heads, int64_t dim) {
   return {tokens, heads, dim};
 }
 
+// The values of `stream` read from the case's files; null when it has none.
+const std::vector<double>* FileValues(const Case& c, SynthStream stream) {
+  if (c.data.file_values == nullptr) return nullptr;
+  const QkvValues& v = *c.data.file_values;
+  return stream == SynthStream::kQ ? &v.q : stream == SynthStream::kK ? &v.k : &v.v;
+}
+
 Tensor Fill(const Case& c, SynthStream stream, Shape shape) {
   Tensor t = Tensor::Zeros(c.geometry.dtype, c.QkvDevice(), std::move(shape));
-  Prng prng(c.data.seed * 0x100000001b3ULL + static_cast<uint64_t>(stream));
   const int64_t numel = t.numel();
+  if (c.data.files.has_value()) {
+    // Rounded to the dtype as tensor.to(dtype) rounds; padding rows keep
+    // what the recorded call had there.
+    const std::vector<double>* values = FileValues(c, stream);
+    for (int64_t i = 0; i < numel; ++i) {
+      const bool read = values != nullptr && static_cast<int64_t>(values->size()) == numel;
+      t.SetDoubleAt(i, read ? (*values)[i] : std::numeric_limits<double>::quiet_NaN());
+    }
+    return t;
+  }
+  Prng prng(c.data.seed * 0x100000001b3ULL + static_cast<uint64_t>(stream));
   const int64_t row_size =
       std::max<int64_t>(1, numel / std::max<int64_t>(1, c.geometry.total_tokens()));
   for (int64_t i = 0; i < numel; ++i) t.SetDoubleAt(i, Sample(prng, c, stream, i, row_size, numel));
@@ -227,6 +251,64 @@ QkvTensors HeadsApart(const Case& c, const QkvTensors& qkv) {
   };
   return {split(qkv.q, g.num_heads, g.head_dim), split(qkv.k, g.num_kv_heads, g.head_dim),
           split(qkv.v, g.num_kv_heads, g.head_dim_v)};
+}
+
+absl::Status LoadCaseData(Case* c, const std::string& directory, absl::string_view origin) {
+  if (!c->data.files.has_value()) return absl::OkStatus();
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path base = fs::absolute(directory.empty() ? fs::path(".") : fs::path(directory), ec);
+  if (ec) return absl::NotFoundError(absl::StrCat(origin, ": ", directory, ": ", ec.message()));
+  c->data.files_directory = base.lexically_normal().string();
+  const QkvFiles files = AbsoluteDataFiles(c->data);
+  const QkvTensors called = ShapeOnlyQkv(*c);
+  const QkvTensors apart = HeadsApart(*c, called);
+  auto values = std::make_shared<QkvValues>();
+  struct Part {
+    const char* key;
+    const std::string& name;  // as the case file spells it
+    const std::string& file;
+    const Tensor& as_called;
+    const Tensor& heads_apart;
+    std::vector<double>* values;
+  };
+  for (const Part& part : {Part{"q", c->data.files->q, files.q, called.q, apart.q, &values->q},
+                           Part{"k", c->data.files->k, files.k, called.k, apart.k, &values->k},
+                           Part{"v", c->data.files->v, files.v, called.v, apart.v, &values->v}}) {
+    const std::string where =
+        absl::StrCat(origin, ": $.data.files.", part.key, " (", part.name, ")");
+    const int64_t numel = part.as_called.numel();
+    if (numel > kForwardBudgetElements) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": ", part.key, " has ", numel, " elements, more than the ",
+          kForwardBudgetElements, " a forward run takes: a case with values runs forward"));
+    }
+    absl::StatusOr<NpyArray> array = ReadNpy(part.file, numel * 8 + (int64_t{1} << 16));
+    if (!array.ok()) {
+      return absl::Status(array.status().code(),
+                          absl::StrCat(where, ": ", array.status().message()));
+    }
+    if (array->shape != part.as_called.shape() && array->shape != part.heads_apart.shape()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": an array of shape (", absl::StrJoin(array->shape, ", "),
+                       "), where this case's ", part.key, " is [",
+                       absl::StrJoin(part.as_called.shape(), ", "), "] as the call passes it, [",
+                       absl::StrJoin(part.heads_apart.shape(), ", "), "] with its heads apart"));
+    }
+    *part.values = std::move(array->values);
+  }
+  c->data.file_values = std::move(values);
+  return absl::OkStatus();
+}
+
+QkvFiles AbsoluteDataFiles(const DataSpec& data) {
+  namespace fs = std::filesystem;
+  if (!data.files.has_value()) return {};
+  auto absolute = [&](const std::string& name) {
+    const fs::path path(name);
+    return path.is_absolute() ? name : (fs::path(data.files_directory) / path).string();
+  };
+  return {absolute(data.files->q), absolute(data.files->k), absolute(data.files->v)};
 }
 
 QkvTensors ShapeOnlyQkv(const Case& c) {

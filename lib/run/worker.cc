@@ -25,6 +25,7 @@ absl::StatusOr<EngineCallResult> CallEngineOfCase(const Backend& backend,
                                                   const std::string& case_json) {
   absl::StatusOr<Case> c = ParseCase(case_json, "<the supervisor's case>");
   if (!c.ok()) return c.status();
+  VARLEN_RETURN_IF_ERROR(LoadCaseData(&*c, "", "<the supervisor's case>"));
   absl::StatusOr<AttentionCall> call = CallOfCase(*c, SynthesizeQkv(*c));
   if (!call.ok()) return call.status();
   const Profile profile = c->call.profile;

@@ -108,7 +108,10 @@ const Backend& BackendToRun(const std::string& name, const WorkerCommands& worke
 
 Case LoadCase(const std::string& path_or_json) {
   if (!path_or_json.empty() && path_or_json.front() == '{') {
-    return OrRaise(ParseCase(path_or_json, "<case>"));
+    // A case given as text reads its files from the working folder.
+    Case c = OrRaise(ParseCase(path_or_json, "<case>"));
+    OrRaise(LoadCaseData(&c, "", "<case>"));
+    return c;
   }
   return OrRaise(LoadCaseFile(path_or_json));
 }

@@ -30,7 +30,7 @@ def outcome(raised):
 
 def replayed(path: Path):
     """faithful mode's outcome of a recorded case."""
-    predicted = _core.faithful_call(path.read_text())
+    predicted = _core.faithful_call(str(path))  # its data files beside it
     if "builder_error" in predicted:
         return tuple(predicted["builder_error"])
     return None if predicted["raised"] is None else tuple(predicted["raised"])
@@ -79,7 +79,8 @@ def test_sglang_calls_replay_to_their_live_outcome(tmp_path):
         engine = sglang_engine.Engine(release, sglang_engine.fetch_wheel(release))
     except (source.Unavailable, OSError) as why:
         pytest.skip(f"no SGLang 0.5.23 wheel here: {why}")
-    recorder = varlen.Recorder(tmp_path, limit=10_000, max_bytes=1 << 30)
+    # With the live values saved (vLLM's test records without them).
+    recorder = varlen.Recorder(tmp_path, limit=10_000, max_bytes=1 << 30, save_data=True)
     recorder.attach_sglang(engine.vision, version="0.5.23", graph_mode=sglang_engine._GRAPH_MODE.get)
     try:
         made, recorded, agreed, disagreements = record_and_replay(
@@ -137,6 +138,68 @@ def test_only_errors_and_the_limits_bound_what_is_written(tmp_path):
             recorder.attach_vllm(engine.code.layer, version=vllm_engine.VLLM_VERSION)
             engine.call(calls()[0])
     assert recorder.written == [] and recorder.full
+
+
+def qkv_of(text_or_path: str):
+    """q, k and v (torch tensors) of the call a case makes."""
+    import torch
+    call = _core.faithful_call(text_or_path)["call"]
+    return [torch.from_dlpack(call[name]["__tensor__"]) for name in "qkv"]
+
+
+@pytest.mark.parametrize("only_errors", [False, True])
+def test_saved_values_replay_as_the_live_call_had_them(tmp_path, only_errors):
+    """save_data: q, k and v beside each case, in every layout vLLM's layer
+    takes (packed, batched, merged heads, the fused projection's views); the
+    recorded case makes the live values, bit for bit (NaN and infinities
+    too), and replays to the live outcome."""
+    import numpy
+    import torch
+    try:
+        engine = vllm_engine.VllmEngine(vllm_engine.wheel_path(download=False))
+    except (source.Unavailable, OSError) as why:
+        pytest.skip(f"no vLLM wheel here: {why}")
+    checked, layouts = 0, set()
+    with varlen.record(tmp_path, save_data=True, only_errors=only_errors, limit=10_000,
+                       max_bytes=1 << 30) as recorder:
+        recorder.attach_vllm(engine.code.layer, version=vllm_engine.VLLM_VERSION)
+        for profile in vllm_engine.PROFILES:
+            for text in _core.generate_calls(CALLS, 11, profile, vllm_engine.VLLM_VERSION):
+                predicted = _core.faithful_call(text)
+                if "builder_error" in predicted:
+                    continue
+                before = len(recorder.written)
+                live = engine.call(predicted["call"]).raised
+                if len(recorder.written) == before:
+                    continue
+                path = recorder.written[-1]
+                case = json.loads(path.read_text())
+                files = case["data"]["files"]
+                assert set(files) == {"q", "k", "v"} and "seed" not in case["data"]
+                assert "expect" in case or not only_errors
+                for name, (saved, generated) in zip("qkv", zip(qkv_of(str(path)), qkv_of(text))):
+                    assert saved.shape == generated.shape, (path.name, name)
+                    assert torch.equal(saved.isnan(), generated.isnan()), (path.name, name)
+                    assert torch.equal(saved.nan_to_num(0.0), generated.nan_to_num(0.0)), \
+                        (path.name, name)
+                    on_disk = numpy.load(tmp_path / files[name])
+                    assert list(on_disk.shape) == list(generated.shape), (path.name, name)
+                want = predicted["raised"]
+                if (want is None) == (live is None) and (live is None or
+                                                         compare.same_error(want, live)):
+                    # Where faithful mode predicts the live call (the
+                    # differential owns the rest), the recording replays to it.
+                    again = replayed(path)
+                    assert (again is None) == (live is None), (path.name, live, again)
+                    assert live is None or compare.same_error(live, again), (path.name, again)
+                checked += 1
+                layouts.add((case["call"].get("layout", "packed"),
+                             case["call"].get("merged_heads", False)))
+    assert checked >= (5 if only_errors else 30), checked
+    if not only_errors:
+        assert {layout for layout, _ in layouts} == \
+            {"packed", "fused_qkv", "batched", "batched_fused_qkv"}, layouts
+        assert any(merged for _, merged in layouts), layouts
 
 
 STUB_VISION = '''
@@ -208,7 +271,7 @@ def test_transformers_calls_replay_to_their_live_outcome(tmp_path, band):
     functions = transformers_engine.load(engine.band).functions
     # eager is a model's own function; 4.57.6 registers no flash_attention_4.
     profiles = [p for p in transformers_engine.PROFILES if p != "eager" and p in functions]
-    with varlen.record(tmp_path, limit=10_000, max_bytes=1 << 30) as recorder:
+    with varlen.record(tmp_path, limit=10_000, max_bytes=1 << 30, save_data=True) as recorder:
         recorder.attach_transformers(functions, version=band)
         made, recorded, agreed, disagreements = record_and_replay(recorder, engine, profiles, band,
                                                             entry="direct")

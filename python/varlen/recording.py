@@ -22,9 +22,11 @@ A case holds the call's argument forms: shapes, strides (the fused
 projection's column views), dtypes, devices, the values of the metadata
 tensors and scalars, the engine, its version and the platform; a call that
 raised carries the exception as its `expect`, so `varlen repro` on the file
-says at once whether faithful mode reproduces it. q, k and v are not saved:
-the case draws them from a seed, which is what reproduces how arguments are
-resolved; a bug that needs the live values is out of reach of a recording.
+says at once whether faithful mode reproduces it. q, k and v are drawn from a
+seed, which is what reproduces how arguments are resolved; with
+`save_data=True` the live values are saved beside the case instead
+(NAME.q.npy, NAME.k.npy, NAME.v.npy, which the case names in its "data"), for
+a bug that needs them (a NaN in one image, an output that differs).
 
 Recording never changes what the engine does: the original `forward` runs
 with the same arguments and its result or exception is passed on; a call
@@ -32,13 +34,15 @@ the case format cannot say (a q of a dtype or layout it lacks, a tensor
 argument too large to spell) is listed in `skipped.txt` instead. It costs a
 host read of each small tensor argument (a device sync on a GPU) and the
 loading of its case (to check the case makes the live q: the same shape and
-strides), so it is bounded: `limit` calls and
-`max_bytes` of case files per process, nothing after either.
+strides), and with `save_data` a copy of q, k and v to the host before the
+call, so it is bounded: `limit` calls and `max_bytes` of case and data files
+per process, nothing after either.
 
 For a server, set the environment instead (every process of the server
 records, each into its own file names):
 
-    python -m varlen record recorded/ [--only-errors] [--limit N] -- python -m sglang.launch_server ...
+    python -m varlen record recorded/ [--only-errors] [--save-data] [--limit N] -- \
+        python -m sglang.launch_server ...
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ import sys
 import tempfile
 import threading
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -226,6 +231,24 @@ def _check_layout(case: dict, q, core) -> None:
                               f"(the case makes {list(shape)}, {list(strides)})")
 
 
+@dataclass
+class _Described:
+    """A live call made into a case before it runs: the case, and with
+    save_data the host copies of q, k and v as the call passes them."""
+    case: dict
+    values: Optional[Tuple[Any, Any, Any]] = None
+
+
+def _host_copy(t):
+    """A tensor's values on the host in a dtype numpy has (bfloat16 widened
+    to float32, exactly)."""
+    import torch
+    t = t.detach()
+    if t.dtype == torch.bfloat16:
+        t = t.float()
+    return t.to("cpu", copy=True).contiguous().numpy()
+
+
 class Recorder:
     """Writes the calls it sees as cases into `directory`; see the module's
     documentation. `attach_sglang`, `attach_vllm` and `attach_transformers`
@@ -234,11 +257,12 @@ class Recorder:
     imported later, leaving restores every hooked method."""
 
     def __init__(self, directory, *, only_errors: bool = False, limit: int = 100,
-                 max_bytes: int = 16 << 20):
+                 max_bytes: int = 16 << 20, save_data: bool = False):
         if limit < 0 or max_bytes < 0:
             raise ValueError(f"limit={limit}, max_bytes={max_bytes}: both must be >= 0")
         self.directory = Path(directory)
         self.only_errors = only_errors
+        self.save_data = save_data
         self.limit = limit
         self.max_bytes = max_bytes
         self.written: List[Path] = []
@@ -266,7 +290,7 @@ class Recorder:
             try:
                 case, skipped = None, None
                 try:
-                    case = describe(args[0], args[1:], kwargs)
+                    case = describe(args[0], args[1:], kwargs)  # a _Described
                 except Unrepresentable as why:
                     skipped = f"{where}: {why}"
                 except Exception as error:  # never let recording break the engine
@@ -338,11 +362,13 @@ class Recorder:
     # -- writing -----------------------------------------------------------------------
 
     def case(self, engine: str, version: Tuple[Dict[str, str], str], platform: Optional[str],
-             source: str, description: str, geometry: dict, call: dict, q,
-             host_qkv: bool = False) -> dict:
+             source: str, description: str, geometry: dict, call: dict, qkv,
+             host_qkv: bool = False) -> _Described:
         """A recorded call's case; Unrepresentable unless it loads and makes
         the live q. `version`: the case's version field and a note on it;
-        `host_qkv`: the profile's q lives on the host anyway."""
+        `qkv`: q, k and v as the case passes them; `host_qkv`: the profile's
+        q lives on the host anyway."""
+        q = qkv[0]
         fields, note = version
         case = {"name": "recorded", "source": f"recorded by varlen.record: {source}",
                 "description": description + note, "engine": engine, **fields,
@@ -351,7 +377,11 @@ class Recorder:
         if _device_name(q) == "cpu" and not host_qkv:
             call["qkv_device"] = "cpu"
         _check_layout(case, q, self.core())
-        return case
+        if not self.save_data:
+            return _Described(case)
+        if self.only_errors:  # copied only when the call raises: see _recording
+            return _Described(case, qkv)
+        return _Described(case, tuple(_host_copy(t) for t in qkv))
 
     def core(self):
         if self._core is None:
@@ -359,14 +389,15 @@ class Recorder:
             self._core = _core
         return self._core
 
-    def _finish(self, case: Optional[dict], raised, skipped: Optional[str]) -> None:
+    def _finish(self, described: Optional[_Described], raised, skipped: Optional[str]) -> None:
         with self._lock:
             if skipped is not None:
                 self.skipped.append(skipped)
                 self._append_skipped(skipped)
                 return
-            if case is None or (self.only_errors and raised is None) or self.full:
+            if described is None or (self.only_errors and raised is None) or self.full:
                 return
+            case = described.case
             if len(self.written) >= self.limit:
                 self._stop(f"the limit of {self.limit} calls")
                 return
@@ -378,14 +409,27 @@ class Recorder:
             index = len(self.written) + 1
             case["name"] = f"recorded-{case['engine']}-" \
                            f"{case['call']['profile'].replace('/', '-')}-{os.getpid()}-{index:04d}"
+            arrays = {}
+            if described.values is not None:
+                # With only_errors the values are copied now, after the call
+                # raised: attention backends do not write their inputs.
+                arrays = {name: t if hasattr(t, "tofile") else _host_copy(t)
+                          for name, t in zip("qkv", described.values)}
+                case["data"] = {"files": {name: f"{case['name']}.{name}.npy" for name in arrays}}
+                case["description"] += " Its q, k and v are the live call's values."
             text = _dumps(case) + "\n"
-            if self.bytes_written + len(text) > self.max_bytes:
+            size = len(text) + sum(a.nbytes + 128 for a in arrays.values())
+            if self.bytes_written + size > self.max_bytes:
                 self._stop(f"the limit of {self.max_bytes} bytes")
                 return
             self.directory.mkdir(parents=True, exist_ok=True)
+            if arrays:
+                import numpy
+                for name, array in arrays.items():
+                    numpy.save(self.directory / case["data"]["files"][name], array)
             path = self.directory / f"{case['name']}.json"
             path.write_text(text)
-            self.bytes_written += len(text)
+            self.bytes_written += size
             self.written.append(path)
 
     def _append_skipped(self, line: str) -> None:
@@ -530,7 +574,7 @@ class _SglangCall:
             f"SGLang {self.version or '(version unknown)'}, {where}",
             f"A live call to {where}.{note}",
             _geometry(q, k, v, seq_lens, padding, heads, kv_heads, head_dim, head_dim_v, scale),
-            call, q, host_qkv=self.profile == "amx_attn")
+            call, (q, k, v), host_qkv=self.profile == "amx_attn")
 
 
 class _VllmCall:
@@ -595,7 +639,7 @@ class _VllmCall:
             f"A live call to MMEncoderAttention.forward.{note}",
             _geometry(q, k, v, seq_lens, padding, heads, kv_heads, head_size, head_dim_v,
                       getattr(layer, "scale", None)),
-            call, q)
+            call, (q, k, v))
 
 
 def _transformers_band(version: Optional[str]) -> Tuple[Dict[str, str], str]:
@@ -647,7 +691,7 @@ class _TransformersCall:
             "function", f"A live call to the {self.profile} attention function.{note}",
             _geometry(q, k, v, seq_lens, padding, heads, k.shape[1], head_dim, v.shape[-1],
                       kw.get("scaling")),
-            call, q)
+            call, (q, k, v))
 
 
 class _AttachOnImport(importlib.abc.MetaPathFinder):
@@ -687,17 +731,18 @@ class _AttachingLoader(importlib.abc.Loader):
 
 
 def record(directory, *, only_errors: bool = False, limit: int = 100,
-           max_bytes: int = 16 << 20) -> Recorder:
+           max_bytes: int = 16 << 20, save_data: bool = False) -> Recorder:
     """A Recorder: `with varlen.record("dir"): ...` writes each call an
     engine's vision attention sees inside the block as a case in "dir"
-    (only those that raise with `only_errors`), at most `limit` calls and
-    `max_bytes` of files."""
-    return Recorder(directory, only_errors=only_errors, limit=limit, max_bytes=max_bytes)
+    (only those that raise with `only_errors`; with `save_data`, q, k and v
+    as .npy files beside it), at most `limit` calls and `max_bytes` of files."""
+    return Recorder(directory, only_errors=only_errors, limit=limit, max_bytes=max_bytes,
+                    save_data=save_data)
 
 
 # --- a server: the environment ------------------------------------------------------------
 
-ENVIRONMENT = "VARLEN_RECORD"  # "DIR[;only_errors][;limit=N][;max_bytes=N]"
+ENVIRONMENT = "VARLEN_RECORD"  # "DIR[;only_errors][;save_data][;limit=N][;max_bytes=N]"
 
 
 def _from_environment() -> Optional[Recorder]:
@@ -708,13 +753,13 @@ def _from_environment() -> Optional[Recorder]:
     settings: Dict[str, Any] = {}
     for option in options:
         key, _, value = option.partition("=")
-        if key == "only_errors":
-            settings["only_errors"] = True
+        if key in ("only_errors", "save_data") and not value:
+            settings[key] = True
         elif key in ("limit", "max_bytes"):
             settings[key] = int(value)
         else:
             raise ValueError(f"{ENVIRONMENT}: unknown option {option!r} "
-                             f"(only_errors, limit=N, max_bytes=N)")
+                             f"(only_errors, save_data, limit=N, max_bytes=N)")
     recorder = Recorder(directory, **settings)
     recorder.__enter__()
     import atexit
@@ -742,15 +787,17 @@ def main(argv) -> int:
     split = argv.index("--") if "--" in argv else len(argv)
     parser = argparse.ArgumentParser(
         prog="python -m varlen record",
-        usage="python -m varlen record DIR [--only-errors] [--limit N] [--max-bytes N] "
-              "-- COMMAND [ARGS...]",
+        usage="python -m varlen record DIR [--only-errors] [--save-data] [--limit N] "
+              "[--max-bytes N] -- COMMAND [ARGS...]",
         description="Runs COMMAND with every Python process it starts writing the calls its "
                     "engines' vision attention sees as varlen cases in DIR.")
     parser.add_argument("directory")
     parser.add_argument("--only-errors", action="store_true", help="only calls that raise")
+    parser.add_argument("--save-data", action="store_true",
+                        help="save q, k and v beside each case (.npy files)")
     parser.add_argument("--limit", type=int, default=100, help="cases per process (100)")
     parser.add_argument("--max-bytes", type=int, default=16 << 20,
-                        help="bytes of case files per process (16 MiB)")
+                        help="bytes of case and data files per process (16 MiB)")
     args = parser.parse_args(argv[:split])
     command = argv[split + 1:]
     if not command:
@@ -762,6 +809,8 @@ def main(argv) -> int:
     options = [str(Path(args.directory).resolve())]
     if args.only_errors:
         options.append("only_errors")
+    if args.save_data:
+        options.append("save_data")
     options += [f"limit={args.limit}", f"max_bytes={args.max_bytes}"]
     env = dict(os.environ)
     env[ENVIRONMENT] = ";".join(options)

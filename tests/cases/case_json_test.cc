@@ -110,7 +110,7 @@ TEST(ParseCaseTest, UnknownNestedFields) {
   j = Minimal();
   j["data"] = {{"sead", 1}};
   EXPECT_EQ(ErrorFor(j),
-            "x.json: $.data.sead: unknown field (expected one of: seed, distribution)");
+            "x.json: $.data.sead: unknown field (expected one of: seed, distribution, files)");
 
   j = Minimal();
   j["call"]["cu_seqlens"] = IntTensorJson({0, 3, 8});

@@ -9,7 +9,8 @@
 //                padding rows in no sequence, heads, head dims, dtype, the
 //                attention variant (window, causal, sinks). The numerical
 //                reference is computed from it and from nothing else.
-//   data         a seed and a value distribution for q, k and v.
+//   data         a seed and a value distribution for q, k and v, or .npy
+//                files that hold them.
 //   call         what the caller hands the backend: calling convention,
 //                entry, cu_seqlens, prepared metadata, keyword arguments, each
 //                spelled as the exact Python value (ArgLiteral).
@@ -32,6 +33,7 @@
 #define VARLEN_CASES_CASE_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -93,10 +95,30 @@ enum class Distribution {
 absl::string_view DistributionName(Distribution d);
 absl::StatusOr<Distribution> ParseDistribution(absl::string_view name);
 
+// .npy files holding q, k and v (a recorded call's own values), as the case
+// file names them: relative to the case file's folder, or absolute.
+struct QkvFiles {
+  std::string q, k, v;
+  bool operator==(const QkvFiles&) const = default;
+};
+
+// q, k and v in row-major order, as SynthesizeQkv lays out drawn values.
+struct QkvValues {
+  std::vector<double> q, k, v;
+};
+
 struct DataSpec {
   uint64_t seed = 0;
   Distribution distribution = Distribution::kNormal;
-  bool operator==(const DataSpec&) const = default;
+  // Values read from files instead of drawn from the seed. LoadCaseData
+  // reads them; a case parsed from text alone has the names and no values.
+  std::optional<QkvFiles> files;
+  std::string files_directory;                   // where relative names were read from
+  std::shared_ptr<const QkvValues> file_values;  // null until read
+  // The spelling, not what was read: the values follow from the files.
+  bool operator==(const DataSpec& o) const {
+    return seed == o.seed && distribution == o.distribution && files == o.files;
+  }
 };
 
 // A tensor spelled out in a case file.

@@ -1,7 +1,8 @@
 // File: varlen/cases/synth.h
 // -----------------------------------------------------------------------------
 //
-// Data synthesis: q, k and v for a case, from its seed and distribution.
+// Data synthesis: q, k and v for a case, from its seed and distribution, or
+// from the .npy files the case names (a recorded call's values).
 //
 // The generator is fixed here, not borrowed from a library whose algorithm
 // may change between versions: SplitMix64 seeds one xoshiro256** stream per
@@ -13,7 +14,10 @@
 #define VARLEN_CASES_SYNTH_H_
 
 #include <cstdint>
+#include <string>
 
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "varlen/cases/case.h"
 #include "varlen/core/tensor.h"
 
@@ -42,8 +46,20 @@ struct QkvTensors {
 };
 
 // Allocates and fills q, k and v for `c` on the cuda device tag, rounded to
-// the case's dtype. REQUIRES: FitsForwardBudget(c.geometry).
+// the case's dtype: its files' values once LoadCaseData read them (NaN
+// everywhere before, so nothing passes by accident), else drawn from its
+// seed. REQUIRES: FitsForwardBudget(c.geometry).
 QkvTensors SynthesizeQkv(const Case& c);
+
+// Reads the files `c` names (c->data.files; relative names from
+// `directory`) into c->data.file_values. Each must hold its tensor's
+// elements in row-major order: its shape the one the call passes, or the
+// one with its heads apart ([T, H, D], [bsz, s, H, D] batched). Errors name
+// `origin`, the file and the rule. A no-op for a case without files.
+absl::Status LoadCaseData(Case* c, const std::string& directory, absl::string_view origin);
+
+// c's files as absolute paths (for a process with another working folder).
+QkvFiles AbsoluteDataFiles(const DataSpec& data);
 
 // Shape-only q, k and v for resolution-only runs.
 QkvTensors ShapeOnlyQkv(const Case& c);
