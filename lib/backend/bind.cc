@@ -1169,6 +1169,19 @@ absl::StatusOr<KernelCall> BindFlashVarlen(const ResolvedArgs& call, const Flash
   }
   if (checked_shapes) {
     VARLEN_RETURN_IF_ERROR(CheckFlashHeadsAndShapes(call, cu, args.fa_version, head_pad));
+    // csrc/flash_attn/flash_api.cpp (v2.8.3): mha_varlen_fwd rounds the head
+    // size to 32 up to 192, else to 256, and set_params_fprop of a build
+    // with FLASHATTENTION_DISABLE_UNEVEN_K refuses any other size. The
+    // dropout and local-attention checks before it pass here (dropout is 0;
+    // the platform names no build without local attention).
+    if (args.disables_uneven_k) {
+      const int64_t head_size = call.q.size(2) + head_pad;
+      const int64_t rounded = head_size <= 192 ? (head_size + 31) / 32 * 32 : 256;
+      if (head_size != rounded) {
+        return CapabilityLimit(
+            "This flash attention build does not support headdim not being a multiple of 32.");
+      }
+    }
   }
   return LaunchFlashVarlen(call, args, cu, max_seqlen);
 }

@@ -17,7 +17,7 @@ struct KindName {
 };
 
 constexpr KindName kKinds[] = {
-    {Platform::Kind::kCuda, "cuda", true, ""},
+    {Platform::Kind::kCuda, "cuda", true, "flash_attn_disable_uneven_k"},
     {Platform::Kind::kMusa, "musa", true, ""},
     {Platform::Kind::kHip, "hip", true, "aiter"},
     {Platform::Kind::kNpu, "npu", false, ""},
@@ -41,6 +41,8 @@ bool HasFlag(const Platform& p) {
       return p.intel_xpu_backend;
     case Platform::Kind::kCpu:
       return p.cpu_amx;
+    case Platform::Kind::kCuda:
+      return p.fa2_disable_uneven_k;
     default:
       return false;
   }
@@ -49,8 +51,8 @@ bool HasFlag(const Platform& p) {
 absl::Status Invalid(absl::string_view name, absl::string_view why) {
   return absl::InvalidArgumentError(
       absl::StrCat("platform \"", name, "\": ", why,
-                   " (one of cuda:MAJOR.MINOR, musa:MAJOR.MINOR, hip:MAJOR.MINOR[+aiter], npu, "
-                   "xpu[+intel_xpu_backend], cpu[+amx], other)"));
+                   " (one of cuda:MAJOR.MINOR[+flash_attn_disable_uneven_k], musa:MAJOR.MINOR, "
+                   "hip:MAJOR.MINOR[+aiter], npu, xpu[+intel_xpu_backend], cpu[+amx], other)"));
 }
 
 }  // namespace
@@ -89,6 +91,7 @@ absl::StatusOr<Platform> ParsePlatform(absl::string_view name) {
       p.use_aiter = p.kind == Platform::Kind::kHip;
       p.intel_xpu_backend = p.kind == Platform::Kind::kXpu;
       p.cpu_amx = p.kind == Platform::Kind::kCpu;
+      p.fa2_disable_uneven_k = p.kind == Platform::Kind::kCuda;
     }
     return p;
   }

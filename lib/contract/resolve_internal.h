@@ -73,6 +73,8 @@ absl::StatusOr<ResolvedArgs> ResolveTransformersCall(const AttentionCall& call, 
                                                      Mode mode, Resolution* record);
 AttentionCall TransformersBackendCall(const AttentionCall& call, Profile profile);
 absl::StatusOr<FunctionCalls> TransformersFunctionCalls(const AttentionCall& call, Profile profile);
+// Whether the profile's kernel was read for call.platform (transformers/platform.cc).
+absl::Status TransformersCheckPlatform(const AttentionCall& call, Profile profile, Mode mode);
 double TransformersDefaultSoftmaxScale(Profile profile, int64_t head_dim);
 
 absl::StatusOr<FlashinferCudnnArgs> ResolveFlashinferCudnn(const ResolveContext& ctx);

@@ -886,9 +886,9 @@ TEST(ContractRule26, BackendSelectionAndWrongPlatformConstructors) {
 
 TEST(ContractRule26, PlatformsAreSpelledAsCasesWriteThem) {
   using Kind = Platform::Kind;
-  for (absl::string_view name :
-       {"cuda:9.0", "cuda:10.3", "cuda:12.0", "musa:3.1", "hip:9.4", "hip:9.4+aiter", "npu", "xpu",
-        "xpu+intel_xpu_backend", "cpu", "cpu+amx", "other"}) {
+  for (absl::string_view name : {"cuda:9.0", "cuda:10.3", "cuda:12.0", "musa:3.1", "hip:9.4",
+                                 "hip:9.4+aiter", "npu", "xpu", "xpu+intel_xpu_backend", "cpu",
+                                 "cpu+amx", "other", "cuda:8.0+flash_attn_disable_uneven_k"}) {
     absl::StatusOr<Platform> p = ParsePlatform(name);
     ASSERT_TRUE(p.ok()) << name << ": " << p.status();
     EXPECT_EQ(PlatformName(*p), name);
@@ -897,15 +897,16 @@ TEST(ContractRule26, PlatformsAreSpelledAsCasesWriteThem) {
             (Platform{.kind = Kind::kHip, .major = 9, .minor = 4, .use_aiter = true}));
   EXPECT_EQ(*ParsePlatform("cpu+amx"), (Platform{.kind = Kind::kCpu, .cpu_amx = true}));
   const std::string kinds =
-      " (one of cuda:MAJOR.MINOR, musa:MAJOR.MINOR, hip:MAJOR.MINOR[+aiter], npu, "
-      "xpu[+intel_xpu_backend], cpu[+amx], other)";
+      " (one of cuda:MAJOR.MINOR[+flash_attn_disable_uneven_k], musa:MAJOR.MINOR, "
+      "hip:MAJOR.MINOR[+aiter], npu, xpu[+intel_xpu_backend], cpu[+amx], other)";
   for (const auto& [name, why] : std::vector<std::pair<std::string, std::string>>{
            {"cuda", "cuda needs its device capability, MAJOR.MINOR"},
            {"cuda:9", "cuda needs its device capability, MAJOR.MINOR"},
            {"cuda:9.x", "cuda needs its device capability, MAJOR.MINOR"},
            {"npu:1.0", "npu has no device capability"},
            {"cpu+aiter", "cpu's one flag is +amx"},
-           {"cuda:9.0+amx", "cuda takes no flag"},
+           {"cuda:9.0+amx", "cuda's one flag is +flash_attn_disable_uneven_k"},
+           {"musa:3.1+aiter", "musa takes no flag"},
            {"cpu+amx+amx", "at most one +FLAG"},
            {"sm90", "unknown kind"}}) {
     absl::StatusOr<Platform> p = ParsePlatform(name);
@@ -931,11 +932,32 @@ TEST(ContractRule26, ACallsPlatformSelectsAndConstructsItsBackend) {
   call.platform = *ParsePlatform("cpu");
   ExpectPyError(Resolve(call, Profile::kAmxAttn, Mode::kHardened).status, PyErrorKind::kException,
                 "VisionAMXAttention is only available for cpu with amx support");
-  // transformers' platform rules are not modelled: no call with a platform
-  // is predicted.
-  const Resolution transformers = Resolve(call, Profile::kTfSdpa, Mode::kFaithful);
-  EXPECT_EQ(transformers.status.message(),
-            "platform cpu: the platform rules of transformers are not modelled");
+  // transformers: a platform is modelled where the profile's kernel was read for it.
+  EXPECT_THAT(std::string(Resolve(call, Profile::kTfSdpa, Mode::kFaithful).status.message()),
+              ::testing::StartsWith("sdpa on cpu: transformers' attention off CUDA runs kernels "
+                                    "not read here"));
+  call.platform = *ParsePlatform("cuda:7.5");
+  EXPECT_EQ(Resolve(call, Profile::kTfFlashAttention2, Mode::kFaithful).status.message(),
+            "flash_attention_2 on cuda:7.5: FlashAttention 2 runs on compute capability 8.0 and "
+            "later; its refusal of older GPUs is not modelled");
+  call.platform = *ParsePlatform("cuda:8.0");
+  EXPECT_EQ(Resolve(call, Profile::kTfFlashAttention3, Mode::kFaithful).status.message(),
+            "flash_attention_3 on cuda:8.0: FlashAttention 3's kernels are modelled on Hopper "
+            "(9.x) only");
+  call.platform = *ParsePlatform("cuda:12.0");
+  EXPECT_EQ(Resolve(call, Profile::kTfFlashAttention4, Mode::kFaithful).status.message(),
+            "flash_attention_4 on cuda:12.0: flash_attn.cute's kernels are modelled on Hopper "
+            "(9.x) and Blackwell (10.x) only");
+}
+
+TEST(ContractRule26, AFlashAttention2BuildWithoutUnevenHeadDimsIsAPlatformFlag) {
+  EXPECT_EQ(
+      *ParsePlatform("cuda:8.9+flash_attn_disable_uneven_k"),
+      (Platform{
+          .kind = Platform::Kind::kCuda, .major = 8, .minor = 9, .fa2_disable_uneven_k = true}));
+  EXPECT_TRUE(Fa2DisablesUnevenK(*ParsePlatform("cuda:8.9+flash_attn_disable_uneven_k")));
+  EXPECT_FALSE(Fa2DisablesUnevenK(*ParsePlatform("cuda:8.9")));
+  EXPECT_FALSE(Fa2DisablesUnevenK(std::nullopt));
 }
 
 }  // namespace

@@ -369,6 +369,7 @@ FlashVarlenArgs FlashKernelArgs(const ResolveContext& ctx, Profile profile) {
   } else {
     args.fa_version = kernel.fa_version;
     args.pads_head_dim_to_8 = kernel.fa_version == 2;
+    args.disables_uneven_k = kernel.fa_version == 2 && Fa2DisablesUnevenK(ctx.call.platform);
   }
   return args;
 }

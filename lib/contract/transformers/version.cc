@@ -55,7 +55,8 @@ const EngineModel& TransformersModel() {
       .resolve = &internal::ResolveTransformersCall,
       .backend_call = &internal::TransformersBackendCall,
       .default_softmax_scale = &internal::TransformersDefaultSoftmaxScale,
-      .function_calls = &internal::TransformersFunctionCalls};
+      .function_calls = &internal::TransformersFunctionCalls,
+      .check_platform = &internal::TransformersCheckPlatform};
   return kModel;
 }
 

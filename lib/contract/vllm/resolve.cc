@@ -247,6 +247,7 @@ absl::StatusOr<ResolvedArgs> FaithfulFlashOrTriton(const ResolveContext& ctx, Pr
   } else {
     FlashVarlenArgs args;
     args.fa_version = profile == Profile::kVllmFlashAttnFa3 ? 3 : 2;
+    args.disables_uneven_k = args.fa_version == 2 && Fa2DisablesUnevenK(ctx.call.platform);
     args.cu_seqlens = Value::FromTensor(op.cu);
     args.max_seqlen = op.max_seqlen;
     args.scale = LayerScale(ctx.call);
@@ -459,6 +460,7 @@ absl::StatusOr<ResolvedArgs> HardenedFlashOrTriton(const ResolveContext& ctx, Pr
   } else {
     FlashVarlenArgs args;
     args.fa_version = profile == Profile::kVllmFlashAttnFa3 ? 3 : 2;
+    args.disables_uneven_k = args.fa_version == 2 && Fa2DisablesUnevenK(call.platform);
     args.cu_seqlens = Value::FromTensor(checked.cu);
     args.max_seqlen = Value::Int(max_seqlen);
     args.scale = LayerScale(call);

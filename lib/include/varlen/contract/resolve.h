@@ -81,6 +81,10 @@ struct FlashVarlenArgs {
   // (`scale_not_modelled`); a float, int or bool has `scale`.
   Value scale_argument;
   absl::Status scale_not_modelled;
+  // fa_version 2 compiled with FLASHATTENTION_DISABLE_UNEVEN_K (the case's
+  // platform says so): set_params_fprop refuses a head size other than its
+  // rounded one.
+  bool disables_uneven_k = false;
   // flash_attn's own Python wrapper (FA2 as transformers loads it) pads q, k
   // and v's head dims by q's remainder to a multiple of 8 before the op
   // checks them, and slices the output back; vLLM's build does not.
