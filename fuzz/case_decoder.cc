@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <utility>
 
@@ -289,6 +290,7 @@ class Decoder {
     // call as it is.
     const int taken = in_.ConsumeIntegralInRange<int>(0, 3);
     if (taken > 0) decoder.blend_with_correct_call(in_, &c, taken);
+    DecodeLateFields(&c);
     return c;
   }
 
@@ -299,7 +301,8 @@ class Decoder {
                       .max_len = in_.limits().long_len,
                       .max_kv_heads = 1,
                       .max_heads = 2,
-                      .max_head_dim = 16});
+                      .max_head_dim = 16,
+                      .draws_platform = in_.limits().draws_platform});
     }
     Geometry g;
     const int count = in_.ConsumeIntegralInRange<int>(1, in_.limits().max_sequences);
@@ -316,6 +319,31 @@ class Decoder {
     g.dtype = in_.PickOne({DType::kBFloat16, DType::kFloat16, DType::kFloat32, DType::kFloat64});
     if (in_.ConsumeIntegralInRange<int>(0, 3) == 0) g.softmax_scale = in_.FiniteFloat();
     return g;
+  }
+
+  // Fields drawn last, so that inputs which end before them decode as they
+  // did before these fields existed: rows past the last sequence (a
+  // CUDA-graph token budget; they leave every offset as it was), and the
+  // platform. Either is dropped when the case format refuses it for this
+  // call (a batched layout whose rows it would change).
+  void DecodeLateFields(Case* c) {
+    if (const int64_t rows = in_.ConsumeIntegralInRange<int64_t>(0, 8); rows > 0) {
+      Case padded = *c;
+      padded.geometry.padding.assign(padded.geometry.seq_lens.size() + 1, 0);
+      padded.geometry.padding.back() = rows;
+      if (ValidateCase(padded).ok()) *c = std::move(padded);
+    }
+    static constexpr const char* kPlatforms[] = {
+        "cuda:9.0", "cuda:10.0", "cuda:8.0",      "cuda:8.9+flash_attn_disable_uneven_k",
+        "cuda:7.5", "hip:9.4",   "hip:9.4+aiter", "npu",
+        "xpu",      "cpu",       "cpu+amx",       "other"};
+    if (!in_.limits().draws_platform) return;
+    if (const size_t pick = in_.ConsumeIntegralInRange<size_t>(0, std::size(kPlatforms));
+        pick > 0) {
+      Case placed = *c;
+      placed.platform = *ParsePlatform(kPlatforms[pick - 1]);
+      if (ValidateCase(placed).ok()) *c = std::move(placed);
+    }
   }
 
   DecodeContext in_;
@@ -336,7 +364,8 @@ constexpr TargetLimits kTargets[] = {
       .max_kv_heads = 4,
       .max_heads = 4,
       .max_head_dim = 128,
-      .long_len = 160}},
+      .long_len = 160,
+      .draws_platform = false}},
 };
 
 }  // namespace

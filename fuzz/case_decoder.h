@@ -9,7 +9,8 @@
 // and shape, SingletonCache, output workspaces, SGLang's builder-made and
 // hand-built metadata, vLLM's encoder metadata builders), with special
 // values taken from raw bits (NaN, +-Inf, -0.0, subnormals, int64 extremes,
-// int32 wrap points, Unicode digits and spaces in strings).
+// int32 wrap points, Unicode digits and spaces in strings), rows past the
+// last sequence, and the platform.
 //
 // `varlen decode --target=NAME FILE` prints what a target decodes from FILE
 // as a case file, ready for corpus/regressions/.
@@ -41,6 +42,10 @@ struct DecodeLimits {
   // to 16. Kernels stream keys in tiles (cpu_flash: 64), and only sequences
   // past a tile reach the code that joins tiles, within the same budget.
   int64_t long_len = 0;
+  // Whether a platform is drawn: the contract's rules read it, while a
+  // correct call on a platform that refuses its backend is no numerical
+  // finding.
+  bool draws_platform = true;
 };
 
 // Decodes `bytes` into a case that passes ValidateCase. The rare
