@@ -50,12 +50,14 @@ def elements(case: dict) -> int:
     return rows * g["num_heads"] * g["head_dim"]
 
 
-def run_script(engine, text: str, case_text: str):
-    """The emitted script's outcome, run under the engine's stand-ins."""
+def run_script(engine, text: str, case_text: str, script_globals=None):
+    """The emitted script's outcome, run under the engine's stand-ins
+    (`script_globals`: the script's module namespace, left as it ran)."""
     d = _core.faithful_call(case_text)["call"]
     out = io.StringIO()
+    namespace = {"__name__": "__main__"} if script_globals is None else script_globals
     with engine.calling(d), contextlib.redirect_stdout(out):
-        exec(compile(text, "<emitted>", "exec"), {"__name__": "__main__"})
+        exec(compile(text, "<emitted>", "exec"), namespace)
     return emit.script_outcome(out.getvalue()), out.getvalue()
 
 
@@ -149,3 +151,39 @@ def test_a_returned_output_is_compared_with_each_sequences_attention():
     assert difference("sdpa-block-diagonal.json") < 0.02
     assert difference("sdpa-ignores-per-call-softmax-scale.json") > 0.5
     assert difference("sdpa-padding-partial-item.json") > 0.5
+
+
+def test_a_case_with_its_values_in_files_emits_a_script_that_loads_them(tmp_path):
+    """A case whose data names .npy files (a recording with save_data): the
+    script loads q, k and v from the files beside it, and its call computes
+    on exactly those values."""
+    import numpy
+    import torch
+    engine = engines().get("sglang")
+    if engine is None:
+        pytest.skip("no SGLang 0.5.23 wheel here")
+    case = json.loads((CORPUS / "sdpa-block-diagonal.json").read_text())
+    call = _core.faithful_call(json.dumps(case))["call"]
+    for name in "qkv":
+        values = torch.from_dlpack(call[name]["__tensor__"]).float() * 0.5
+        numpy.save(tmp_path / f"block.{name}.npy", values.numpy())
+    case["data"] = {"files": {name: f"block.{name}.npy" for name in "qkv"}}
+    path = tmp_path / "block.json"
+    path.write_text(json.dumps(case))
+    with pytest.raises(emit.NotEmitted, match="emit it from its file"):
+        emit.python_script(path.read_text())
+    script = emit.python_script(path.read_text(), path=path)
+    assert "q = load_values('block.q.npy', torch.bfloat16)" in script
+    assert "put block.q.npy, block.k.npy, block.v.npy beside this script" in script
+    namespace = {"__name__": "__main__", "__file__": str(tmp_path / "script.py")}
+    seen, printed = run_script(engine, script, str(path), namespace)
+    assert seen is None, printed
+    for name in "qkv":
+        want = torch.from_numpy(numpy.load(tmp_path / f"block.{name}.npy"))
+        assert torch.equal(namespace[name].float().cpu(), want), name
+    line = printed.splitlines()[1]
+    assert line.startswith("largest difference from each sequence's own attention"), printed
+    assert float(line.split(": ")[1].split()[0]) < 0.02, printed
+    cli = subprocess.run([sys.executable, "-m", "varlen", "repro", str(path), "--emit-python"],
+                         capture_output=True, text=True, timeout=120)
+    assert cli.returncode == 0 and "load_values('block.v.npy'" in cli.stdout, cli.stderr

@@ -57,7 +57,7 @@ def _emit_python(path: str) -> int:
               file=sys.stderr)
         return 2
     try:
-        sys.stdout.write(emit.python_script(Path(path).read_text()))
+        sys.stdout.write(emit.python_script(Path(path).read_text(), path=Path(path)))
     except emit.NotEmitted as why:
         print(f"varlen: {path}: no script: {why}", file=sys.stderr)
         return 2

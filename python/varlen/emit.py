@@ -16,9 +16,10 @@ prints what happened beside what faithful mode predicts:
   attention module and q, k, v as `[1, heads, tokens, head_dim]`.
 
 Every argument has the case's form: shapes, strides, dtypes, devices, and
-the values of every tensor but q, k and v (random, seeded: the script
-reproduces how the call is resolved, not the case's numbers) and of large
-workspaces (left empty). A call that returns prints the output's shape and
+the values of every tensor but large workspaces (left empty). q, k and v are
+random and seeded (the script reproduces how the call is resolved, not the
+case's numbers), or, for a case whose `data` names .npy files (a recording
+made with save_data), loaded from those files, which go beside the script. A call that returns prints the output's shape and
 its largest difference from each sequence's own attention (float32, torch's
 SDPA; not for a window, sinks or a causal mask), which is how a silent
 corruption shows; the case's `varlen repro` report judges it with the
@@ -56,10 +57,11 @@ def _literal(x) -> str:
 class _Script:
     """The lines of one script: tensors get a name each, once per id."""
 
-    def __init__(self):
+    def __init__(self, files: Dict[str, str]):
         self.lines: List[str] = []
         self.names: Dict[int, str] = {}
         self.uses_strided = False
+        self.files = files  # q, k and v's .npy files, when the case has them
 
     def tensor(self, t: dict, name: str = "") -> str:
         import torch
@@ -74,6 +76,14 @@ class _Script:
         device = "DEVICE" if t["device"] == "cuda" else '"cpu"'
         shape, strides = list(array.shape), list(array.stride())
         dense = array.is_contiguous()
+        if name in self.files:
+            loaded = f"load_values({self.files[name]!r}, {dtype})"
+            if dense:
+                self.lines.append(f"{name} = {loaded}.reshape({shape})")
+            else:
+                self.lines.append(f"{name} = strided({loaded}, {shape}, {strides})")
+                self.uses_strided = True
+            return name
         if name in ("q", "k", "v") or array.numel() > LITERAL_ELEMENTS:
             make = "torch.randn" if name in ("q", "k", "v") else "torch.empty"
             if dense:
@@ -125,6 +135,15 @@ def strided(values, shape, strides):
     out = out.as_strided(shape, strides)
     out.copy_(values.reshape(shape))
     return out
+'''
+
+_LOAD = '''
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def load_values(name, dtype):
+    """q, k or v of the case, from its .npy file beside this script."""
+    return torch.from_numpy(numpy.load(os.path.join(HERE, name))).to(dtype).to(DEVICE)
 '''
 
 _RUN = '''
@@ -211,21 +230,26 @@ def _prediction(predicted: dict, case: dict, case_text: str, core) -> str:
     return f"varlen's faithful mode predicts: {said}"
 
 
-def python_script(case_text: str, core=None) -> str:
-    """The script of case `case_text` (its JSON); NotEmitted for a case whose
-    call it cannot make."""
+def python_script(case_text: str, core=None, path=None) -> str:
+    """The script of case `case_text` (its JSON), read from `path` when
+    given (a case whose data is in .npy files needs its folder); NotEmitted
+    for a case whose call it cannot make."""
     if core is None:
         from varlen import _core as core
     case = json.loads(case_text)
     if case.get("warmup"):
         raise NotEmitted("the case's warmup calls are not emitted yet")
-    predicted = core.faithful_call(case_text)
+    files = case.get("data", {}).get("files", {})
+    if files and path is None:
+        raise NotEmitted("the case's q, k and v are in .npy files: emit it from its file")
+    source = case_text if path is None else str(path)
+    predicted = core.faithful_call(source)
     if "builder_error" in predicted:
         raise NotEmitted("the case's metadata builder raises before any call is made: "
                          f"{predicted['builder_error'][1]}")
     d = predicted["call"]
     engine = d.get("engine", "sglang")
-    script = _Script()
+    script = _Script(files)
     for name in ("q", "k", "v"):
         script.tensor(d[name], name)
     if engine == "sglang":
@@ -245,12 +269,16 @@ def python_script(case_text: str, core=None) -> str:
               f'{install[0]}\'s own code.', "",
               f"Source: {case.get('source', '')}", install_line,
               "Run it on a machine with the platform the case names "
-              f"({case.get('platform', 'a CUDA GPU')}): python this_script.py", '"""', "",
+              f"({case.get('platform', 'a CUDA GPU')}): python this_script.py",
+              *([f"q, k and v are the case's values: put {', '.join(files.values())} beside "
+                 "this script."] if files else []), '"""', "",
+              *(["import os", "", "import numpy"] if files else []),
               "import torch", *imports, "", 'DEVICE = "cuda"',
               f"torch.manual_seed({int(case.get('data', {}).get('seed', 0)) % (1 << 63)})"]
-    preamble = (_PREAMBLE if script.uses_strided else "") + _reference(case)
+    preamble = (_LOAD if files else "") + (_PREAMBLE if script.uses_strided else "") + \
+        _reference(case)
     return "\n".join(header) + "\n" + preamble + "\n" + "\n".join(script.lines) + "\n" + \
-        _RUN.format(call=call, prediction=_prediction(predicted, case, case_text, core))
+        _RUN.format(call=call, prediction=_prediction(predicted, case, source, core))
 
 
 def _sglang(d: dict, script: _Script):
