@@ -1210,10 +1210,8 @@ absl::StatusOr<Case> LoadCaseFile(const std::string& path) {
         path, ": ", text.str().size(), " bytes exceed the case file limit of ", kMaxCaseFileBytes));
   }
   VARLEN_ASSIGN_OR_RETURN(Case c, ParseCase(text.str(), path));
-  if (c.data.files.has_value()) {
-    VARLEN_RETURN_IF_ERROR(
-        LoadCaseData(&c, std::filesystem::path(path).parent_path().string(), path));
-  }
+  VARLEN_RETURN_IF_ERROR(
+      LoadCaseData(&c, std::filesystem::path(path).parent_path().string(), path));
   return c;
 }
 

@@ -1,6 +1,5 @@
 #include "varlen/cases/npy.h"
 
-#include <cctype>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -149,8 +148,9 @@ class HeaderDict {
         dim = dim * 10 + (text_[pos_++] - '0');
         if (dim > kMaxDim) return Error(absl::StrCat("a dimension of 'shape' exceeds ", kMaxDim));
       }
-      if (shape_.size() == kMaxRank)
+      if (shape_.size() == kMaxRank) {
         return Error(absl::StrCat("'shape' has more than ", kMaxRank, " dimensions"));
+      }
       shape_.push_back(dim);
       SkipSpace();
       if (!Consume(',')) {

@@ -130,8 +130,8 @@ Tensor Fill(const Case& c, SynthStream stream, Shape shape) {
     // Rounded to the dtype as tensor.to(dtype) rounds; padding rows keep
     // what the recorded call had there.
     const std::vector<double>* values = FileValues(c, stream);
+    const bool read = values != nullptr && static_cast<int64_t>(values->size()) == numel;
     for (int64_t i = 0; i < numel; ++i) {
-      const bool read = values != nullptr && static_cast<int64_t>(values->size()) == numel;
       t.SetDoubleAt(i, read ? (*values)[i] : std::numeric_limits<double>::quiet_NaN());
     }
     return t;

@@ -288,9 +288,9 @@ class Recorder:
                 return original(*args, **kwargs)
             recorder._local.busy = True
             try:
-                case, skipped = None, None
+                described, skipped = None, None
                 try:
-                    case = describe(args[0], args[1:], kwargs)  # a _Described
+                    described = describe(args[0], args[1:], kwargs)
                 except Unrepresentable as why:
                     skipped = f"{where}: {why}"
                 except Exception as error:  # never let recording break the engine
@@ -298,9 +298,9 @@ class Recorder:
                 try:
                     result = original(*args, **kwargs)
                 except Exception as error:
-                    recorder._finish(case, (type(error).__name__, str(error)), skipped)
+                    recorder._finish(described, (type(error).__name__, str(error)), skipped)
                     raise
-                recorder._finish(case, None, skipped)
+                recorder._finish(described, None, skipped)
                 return result
             finally:
                 recorder._local.busy = False
@@ -379,7 +379,7 @@ class Recorder:
         _check_layout(case, q, self.core())
         if not self.save_data:
             return _Described(case)
-        if self.only_errors:  # copied only when the call raises: see _recording
+        if self.only_errors:  # copied only if the call raises: see _finish
             return _Described(case, qkv)
         return _Described(case, tuple(_host_copy(t) for t in qkv))
 
