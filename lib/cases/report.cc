@@ -268,6 +268,27 @@ std::string DescribeCall(const CallSpec& call) {
   return absl::StrJoin(parts, ", ");
 }
 
+namespace {
+
+// Where q, k and v's values come from.
+std::string DataText(const DataSpec& data) {
+  if (!data.files.has_value()) {
+    return absl::StrCat("seed ", data.seed, ", ", DistributionName(data.distribution), " values");
+  }
+  return absl::StrCat("q, k, v from ", data.files->q, ", ", data.files->k, ", ", data.files->v,
+                      data.file_values == nullptr ? " (not read)" : "");
+}
+
+ojson DataToJson(const DataSpec& data) {
+  if (!data.files.has_value()) {
+    return {{"seed", data.seed}, {"distribution", DistributionName(data.distribution)}};
+  }
+  return {{"files", {{"q", data.files->q}, {"k", data.files->k}, {"v", data.files->v}}},
+          {"read", data.file_values != nullptr}};
+}
+
+}  // namespace
+
 std::string FormatOutcomeText(const Case& c, const std::string& origin, const Outcome& o) {
   std::string text = absl::StrCat("case ", c.name, "  (", origin, ")\n");
   absl::StrAppend(&text, "  source:     ", c.source, "\n");
@@ -300,6 +321,10 @@ std::string FormatOutcomeText(const Case& c, const std::string& origin, const Ou
           : absl::StrCat(", padding rows [", absl::StrJoin(c.geometry.padding, ", "),
                          "] (before, between and after the sequences)"),
       "\n");
+  absl::StrAppend(&text, "  data:       ", DataText(c.data), "\n");
+  if (c.platform.has_value()) {
+    absl::StrAppend(&text, "  platform:   ", PlatformName(*c.platform), "\n");
+  }
   absl::StrAppend(&text, "  passed:     ", DescribeCall(c.call), "\n");
   if (!o.warmups.empty()) {
     absl::StrAppend(&text,
@@ -409,10 +434,12 @@ ojson OutcomeToJson(const Case& c, const std::string& origin, const Outcome& o) 
                {"window", {c.geometry.variant.window_left, c.geometry.variant.window_right}},
                {"sinks", c.geometry.variant.sinks},
                {"padding", c.geometry.padding}}},
+             {"data", DataToJson(c.data)},
              {"observed", ObservedName(o.observed)},
              {"outcome", ObservedText(o)},
              {"verdict", VerdictName(o.verdict)},
              {"mismatches", o.mismatches}};
+  if (c.platform.has_value()) j["platform"] = PlatformName(*c.platform);
   if (c.call.windows.has_value()) {
     j["call"]["windows"] = {{"window_size", c.call.windows->window_size},
                             {"patch_size", c.call.windows->patch_size},

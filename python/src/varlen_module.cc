@@ -521,6 +521,10 @@ NB_MODULE(_core, m) {
         d["host_syncs"] = counts.host_syncs;
         d["host_to_device_copies"] = counts.host_to_device_copies;
         d["notes"] = r.notes;
+        // The warmup calls made before this one, each as the case it is.
+        std::vector<std::string> warmups;
+        for (const Case::Warmup& w : c.warmup) warmups.push_back(WriteCase(w.patched));
+        d["warmups"] = warmups;
         return d;
       },
       nb::arg("case"));

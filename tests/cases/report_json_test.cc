@@ -135,6 +135,19 @@ void ExpectAgreement(const std::string& text, const json& j, std::set<std::strin
                     padding.empty() ? ""
                                     : absl::StrCat(", padding rows [", absl::StrJoin(padding, ", "),
                                                    "] (before, between and after the sequences)")));
+    } else if (label == "data") {
+      const json& data = j["data"];
+      if (data.contains("files")) {
+        const json& files = data["files"];
+        EXPECT_EQ(value,
+                  absl::StrCat("q, k, v from ", Str(files["q"]), ", ", Str(files["k"]), ", ",
+                               Str(files["v"]), data["read"].get<bool>() ? "" : " (not read)"));
+      } else {
+        EXPECT_EQ(value, absl::StrCat("seed ", data["seed"].get<uint64_t>(), ", ",
+                                      Str(data["distribution"]), " values"));
+      }
+    } else if (label == "platform") {
+      EXPECT_EQ(value, Str(j["platform"]));
     } else if (label == "passed") {
       EXPECT_EQ(value, Str(j["call"]["passed"]));
     } else if (label == "warmup") {
@@ -231,9 +244,9 @@ TEST(ReportJsonTest, AgreesWithTheTextReportOnEveryCorpusCase) {
     ExpectAgreement(*c, file, *oracle, &labels);
   }
   // The corpus reaches every field of a kernel-level run.
-  for (const char* label :
-       {"source", "about", "call", "geometry", "passed", "warmup", "builder", "resolution",
-        "unread", "device", "resolved", "kernel", "numerics", "outcome", "expected", "verdict"}) {
+  for (const char* label : {"source", "about", "call", "geometry", "data", "platform", "passed",
+                            "warmup", "builder", "resolution", "unread", "device", "resolved",
+                            "kernel", "numerics", "outcome", "expected", "verdict"}) {
     EXPECT_TRUE(labels.count(label)) << "no corpus case shows the " << label << " line";
   }
 }
@@ -275,6 +288,27 @@ TEST(ReportJsonTest, AgreesWithTheTextReportOnACallLevelRun) {
   for (const char* label : {"predicted", "engine", "observed"}) {
     EXPECT_TRUE(labels.count(label)) << "the call-level run shows no " << label << " line";
   }
+}
+
+// A case whose q, k and v are in files it was not read beside (parsed from
+// text): the data line names the files and says they were not read.
+TEST(ReportJsonTest, AgreesOnACaseWhoseValuesAreInFiles) {
+  const absl::StatusOr<Case> c = ParseCase(R"({
+    "name": "files", "source": "test", "mode": "faithful",
+    "geometry": {"seq_lens": [5, 3], "num_heads": 2, "head_dim": 16, "dtype": "bfloat16"},
+    "data": {"files": {"q": "a.q.npy", "k": "a.k.npy", "v": "a.v.npy"}},
+    "call": {"profile": "sdpa",
+             "cu_seqlens": {"tensor": [0, 5, 8], "dtype": "int32", "device": "cuda"}}})",
+                                           "x.json");
+  ASSERT_TRUE(c.ok()) << c.status();
+  const Backend* oracle = FindBackend("cpu_reference");
+  ASSERT_NE(oracle, nullptr);
+  std::set<std::string> labels;
+  ExpectAgreement(*c, "x.json", *oracle, &labels);
+  const Outcome o = RunCase(*c, *oracle);
+  EXPECT_THAT(
+      FormatOutcomeText(*c, "x.json", o),
+      ::testing::HasSubstr("  data:       q, k, v from a.q.npy, a.k.npy, a.v.npy (not read)\n"));
 }
 
 }  // namespace
