@@ -120,6 +120,47 @@ void GenTowerWindows(Case* c, const CuForm& cu_form, const MaxForm& max_form) {
   if (*rc::gen::inRange(0, 4) == 0) call.kwargs.emplace_back("max_window_seqlen", max_form());
 }
 
+// position_ids as packed-sequence callers pass them ([1, T], each sequence
+// counting from 0), or in the forms the bug history holds: 1-d (#43403),
+// M-RoPE's [3, 1, T] (#44643), counting from 1 (#39814), one range over the
+// whole pack (not packed), int32, on the host.
+ArgLiteral GenPositionIds(const Geometry& g) {
+  std::vector<int64_t> positions;
+  for (int64_t length : g.seq_lens) {
+    for (int64_t i = 0; i < length; ++i) positions.push_back(i);
+  }
+  const int64_t tokens = static_cast<int64_t>(positions.size());
+  ArgLiteral ids = ArgLiteral::IntTensor(positions, DType::kInt64, Device::kCuda);
+  TensorLiteral& t = ids.tensor;
+  t.shape = Shape{1, tokens};
+  switch (*rc::gen::inRange(0, 10)) {
+    case 0:
+      t.shape.reset();
+      break;
+    case 1: {
+      const std::vector<int64_t> once = t.ints;
+      for (int axis = 1; axis < 3; ++axis) t.ints.insert(t.ints.end(), once.begin(), once.end());
+      t.shape = Shape{3, 1, tokens};
+      break;
+    }
+    case 2:
+      for (int64_t& v : t.ints) ++v;
+      break;
+    case 3:
+      for (int64_t i = 0; i < tokens; ++i) t.ints[static_cast<size_t>(i)] = i;
+      break;
+    case 4:
+      t.dtype = DType::kInt32;
+      break;
+    case 5:
+      t.device = Device::kCpu;
+      break;
+    default:
+      break;
+  }
+  return ids;
+}
+
 // A wild case's call made a transformers call: VisionAttention with the
 // tower's cu_seqlens and keywords, or the attention interface with its
 // keywords, each now and then in another of the forms GenArg draws, or left
@@ -186,6 +227,7 @@ void MakeTransformersCall(Case* c) {
     is_causal.b = *rc::gen::inRange(0, 8) == 0;
     call.kwargs.emplace_back("is_causal", is_causal);
   }
+  if (*rc::gen::inRange(0, 4) == 0) call.kwargs.emplace_back("position_ids", GenPositionIds(g));
 }
 
 // transformers' well-formed spellings: through the layer with or without

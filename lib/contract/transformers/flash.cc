@@ -11,13 +11,18 @@
 // pack when any of the four varlen keywords is None. Hardened mode refuses
 // each of those, naming the keyword, its value and the rule.
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/tensor_ops.h"
 #include "transformers/attention_internal.h"
 #include "varlen/contract/seqlens.h"
+#include "varlen/core/device_ledger.h"
 #include "varlen/core/status.h"
 
 namespace varlen::internal {
@@ -171,6 +176,121 @@ ResolvedArgs WithInputs(const AttentionCall& call, FlashVarlenArgs args) {
   return resolved;
 }
 
+// _is_packed_sequence(position_ids, batch_size) as the band writes it
+// (H8, step 4): unset where it returns False without reading a value, else
+// the 0-d bool tensor it returns, on position_ids' device (whose truth the
+// branch then reads). Its errors are torch's: a 1-d position_ids has no
+// shape[1], bool ones meet `-`, a 3-d [3, B, S] one broadcasts against
+// arange(B).
+absl::StatusOr<std::optional<Tensor>> PackedSequenceTest(const ResolveContext& ctx,
+                                                         const Value& position_ids,
+                                                         int64_t batch_size) {
+  const TransformersBehavior& band = TransformersBehaviorOf(ctx);
+  if (position_ids.is_none()) return std::nullopt;
+  if (!position_ids.is_tensor()) {
+    return NotModelled(
+        absl::StrCat("position_ids=", position_ids.Repr(), " (a ", position_ids.TypeName(), ")"));
+  }
+  const Tensor& pos = position_ids.as_tensor();
+  const auto no_such_dimension = [] {
+    return PythonError(PyErrorKind::kIndexError, "tuple index out of range");
+  };
+  if (!band.packed_check_before_branches) {  // shapes first
+    if (batch_size != 1) return std::nullopt;
+    if (pos.dim() == 0) return no_such_dimension();
+    if (pos.size(-1) == 1) return std::nullopt;
+  }
+  if (pos.dim() < 2) return no_such_dimension();  // position_ids.shape[1]
+  if (IsFloatingPoint(pos.dtype())) return NotModelled("floating-point position_ids");
+  if (pos.numel() == 0) {
+    return PythonError(PyErrorKind::kRuntimeError,
+                       "min(): Expected reduction dim to be specified for input.numel() == 0. "
+                       "Specify the reduction dim with the 'dim' argument.");
+  }
+  // increasing = torch.arange(position_ids.shape[1]) + position_ids.min()
+  const int64_t width = pos.size(1), last = pos.size(-1);
+  if (pos.dtype() == DType::kBool) {
+    return PythonError(PyErrorKind::kNotImplementedError,
+                       "Subtraction, the `-` operator, with a bool tensor is not supported. If "
+                       "you are trying to invert a mask, use the `~` or `logical_not()` "
+                       "operator instead.");
+  }
+  if (width != last && width != 1 && last != 1) {
+    return PythonError(
+        PyErrorKind::kRuntimeError,
+        absl::StrCat("The size of tensor a (", width, ") must match the size of tensor b (", last,
+                     ") at non-singleton dimension ", pos.dim() - 1));
+  }
+  if (band.packed_check_before_branches && batch_size != 1) return std::nullopt;
+  int64_t lowest = pos.IntAtLogical(0);
+  for (int64_t i = 1; i < pos.numel(); ++i) lowest = std::min(lowest, pos.IntAtLogical(i));
+  // (increasing - position_ids).abs().sum().bool(), broadcast on the last dimension.
+  const int64_t columns = std::max(width, last);
+  bool packed = false;
+  for (int64_t row = 0; row < pos.numel() / last && !packed; ++row) {
+    for (int64_t j = 0; j < columns && !packed; ++j) {
+      const int64_t want = (width == 1 ? 0 : j) + lowest;
+      packed = pos.IntAtLogical(row * last + (last == 1 ? 0 : j)) != want;
+    }
+  }
+  return Tensor::FromInts({packed ? 1 : 0}, DType::kBool, pos.device(), Shape{});
+}
+
+// Whether view(-1) can flatten `t` without a copy: every pair of adjacent
+// dimensions of more than one element is laid out one after the other.
+bool FlattensAsView(const Tensor& t) {
+  int64_t expected = -1;
+  for (int64_t d = t.dim() - 1; d >= 0; --d) {
+    if (t.size(d) == 1) continue;
+    if (expected >= 0 && t.strides()[d] != expected) return false;
+    expected = t.strides()[d] * t.size(d);
+  }
+  return true;
+}
+
+// prepare_fa_kwargs_from_position_ids: offsets (int32, on position_ids'
+// device) where the flattened position_ids equals its minimum (5.25.0) or 0,
+// then its length; the max of their differences, a 0-d tensor (5.x) or its
+// .item() (4.x).
+absl::StatusOr<std::pair<Tensor, Value>> OffsetsFromPositions(const ResolveContext& ctx,
+                                                              const Tensor& pos) {
+  const TransformersBehavior& band = TransformersBehaviorOf(ctx);
+  if (band.packed_flattens_by_view && !FlattensAsView(pos)) {
+    return PythonError(PyErrorKind::kRuntimeError,
+                       "view size is not compatible with input tensor's size and stride (at "
+                       "least one dimension spans across two contiguous subspaces). Use "
+                       ".reshape(...) instead.");
+  }
+  int64_t start = 0;
+  if (band.packed_starts_at_min) {
+    start = pos.IntAtLogical(0);
+    for (int64_t i = 1; i < pos.numel(); ++i) start = std::min(start, pos.IntAtLogical(i));
+  }
+  std::vector<int64_t> starts;
+  for (int64_t i = 0; i < pos.numel(); ++i) {
+    if (pos.IntAtLogical(i) == start) starts.push_back(i);
+  }
+  const std::string equals = band.packed_starts_at_min ? "position_ids.min()" : "0";
+  if (pos.device() == Device::kCuda) {
+    // nonzero() sizes its output on the host.
+    RecordDeviceEvent(DeviceEventKind::kHostSync,
+                      absl::StrCat("(position_ids == ", equals, ").nonzero()"));
+  }
+  const Tensor found = Tensor::FromInts(starts, DType::kInt64, pos.device());
+  const Tensor first = To(found, pos.device(), DType::kInt32, "indices_q.to(torch.int32)");
+  if (pos.device() == Device::kCuda) {
+    RecordDeviceEvent(DeviceEventKind::kHostToDeviceCopy,
+                      "torch.tensor(position_ids.size(), device=position_ids.device)");
+  }
+  const Tensor cu = Cat({first, Tensor::FromInts({pos.numel()}, DType::kInt32, pos.device())});
+  VARLEN_ASSIGN_OR_RETURN(const Tensor longest, Max(Diff(cu)));
+  ctx.Note(absl::StrCat("packed position_ids: sequences start where they equal ", equals,
+                        ", cu_seqlens ", cu.DebugString()));
+  if (!band.packed_max_item) return std::make_pair(cu, Value::FromTensor(longest));
+  VARLEN_ASSIGN_OR_RETURN(Value max, Item(longest, "cu_seq_lens_q.diff().max().item()"));
+  return std::make_pair(cu, std::move(max));
+}
+
 // The branches of _flash_attention_forward that no vision tower takes.
 absl::Status CheckUnmodelledBranches(const ResolveContext& ctx, const InterfaceCall& in) {
   for (absl::string_view key : {"block_table", "k_cache", "v_cache"}) {
@@ -182,6 +302,37 @@ absl::Status CheckUnmodelledBranches(const ResolveContext& ctx, const InterfaceC
     return NotModelled("an attention_mask (_upad_input recomputes cu_seqlens from it)");
   }
   return absl::OkStatus();
+}
+
+// flash_varlen_fn(q, k, v, cu_seqlens_q=, cu_seqlens_k=, max_seqlen_q=,
+// max_seqlen_k=) with `in`'s offsets and maxes, as the binding takes them.
+absl::StatusOr<ResolvedArgs> VarlenCall(const ResolveContext& ctx, const FlashKernel& kernel,
+                                        const InterfaceCall& in, FlashVarlenArgs args) {
+  const AttentionCall& call = ctx.call;
+  if (!in.cu_seq_lens_q.is_tensor() || !in.cu_seq_lens_k.is_tensor()) {
+    return NotModelled("a cu_seq_lens_q or cu_seq_lens_k that is not a tensor");
+  }
+  const Tensor& cu_q = in.cu_seq_lens_q.as_tensor();
+  const Tensor& cu_k = in.cu_seq_lens_k.as_tensor();
+  bool same_offsets = cu_q.shape() == cu_k.shape() && cu_q.dtype() == cu_k.dtype() &&
+                      cu_q.device() == cu_k.device();
+  for (int64_t i = 0; same_offsets && i < cu_q.numel(); ++i) {
+    same_offsets = cu_q.IntAtLogical(i) == cu_k.IntAtLogical(i);
+  }
+  if (!same_offsets) return NotModelled("cu_seq_lens_k other than cu_seq_lens_q");
+  VARLEN_ASSIGN_OR_RETURN(Value max_q,
+                          KernelIntArgument(ctx, kernel, in.max_length_q, "max_seqlen_q"));
+  VARLEN_ASSIGN_OR_RETURN(Value max_k,
+                          KernelIntArgument(ctx, kernel, in.max_length_k, "max_seqlen_k"));
+  if (max_q.kind() != max_k.kind() || max_q.Repr() != max_k.Repr()) {
+    return NotModelled("max_length_k other than max_length_q");
+  }
+  // FlashAttention 3's interface copies cu_seqlens (maybe_contiguous) where
+  // its last dimension is not unit stride; the op then checks the rest.
+  const bool copied = kernel.fa_version == 3 && cu_q.dim() > 0 && cu_q.strides().back() != 1;
+  args.cu_seqlens = copied ? Value::FromTensor(cu_q.Contiguous()) : in.cu_seq_lens_q;
+  args.max_seqlen = max_q;
+  return WithInputs(call, std::move(args));
 }
 
 absl::StatusOr<ResolvedArgs> FaithfulFlash(const ResolveContext& ctx, Profile profile,
@@ -203,7 +354,6 @@ absl::StatusOr<ResolvedArgs> FaithfulFlash(const ResolveContext& ctx, Profile pr
   if (Truthy(in.is_causal) && in.is_causal.kind() != Value::Kind::kBool) {
     return NotModelled(absl::StrCat("is_causal=", in.is_causal.Repr(), ", not a bool"));
   }
-  VARLEN_RETURN_IF_ERROR(CheckUnmodelledBranches(ctx, in));
   if (kernel.takes_dropout && !IsZero(in.dropout)) {
     return NotModelled(absl::StrCat("dropout_p=", in.dropout.Repr()));
   }
@@ -212,11 +362,48 @@ absl::StatusOr<ResolvedArgs> FaithfulFlash(const ResolveContext& ctx, Profile pr
   args.scale = scale;
   args.scale_argument = in.scaling.is_none() ? Value::None() : Value::Float(scale);
   VARLEN_ASSIGN_OR_RETURN(args.variant, KernelVariant(ctx, kernel, in));
+  // The keywords are processed; then the branches, in the band's order.
+  const TransformersBehavior& band = TransformersBehaviorOf(ctx);
   const bool varlen = !in.cu_seq_lens_q.is_none() && !in.cu_seq_lens_k.is_none() &&
                       !in.max_length_q.is_none() && !in.max_length_k.is_none();
+  // 5.25.0 never looks at position_ids when the four keywords are given.
+  const Value position_ids =
+      band.packed_check_before_branches || !varlen ? ctx.kwargs.get("position_ids") : Value::None();
+  constexpr int64_t kBatchSize = 1;  // query_states.size(0) of a [1, T, H, D] pack
+  std::optional<Tensor> packed;
+  if (band.packed_check_before_branches) {
+    VARLEN_ASSIGN_OR_RETURN(packed, PackedSequenceTest(ctx, position_ids, kBatchSize));
+  }
+  VARLEN_RETURN_IF_ERROR(CheckUnmodelledBranches(ctx, in));
   if (!varlen) {
-    if (!ctx.kwargs.get("position_ids").is_none()) {
-      return NotModelled("the packed position_ids branch");
+    if (!band.packed_check_before_branches) {
+      VARLEN_ASSIGN_OR_RETURN(packed, PackedSequenceTest(ctx, position_ids, kBatchSize));
+    }
+    bool is_packed = false;
+    if (packed.has_value()) {
+      VARLEN_ASSIGN_OR_RETURN(const Value truth,
+                              Item(*packed, "bool(_is_packed_sequence(position_ids))"));
+      is_packed = truth.as_bool();
+    }
+    if (is_packed && band.packed_check_before_branches && !in.cu_seq_lens_q.is_none() &&
+        !in.cu_seq_lens_k.is_none()) {
+      // The varlen branch with the caller's offsets and whatever max was given.
+      ctx.Note("packed position_ids, cu_seq_lens_q/k given: flash_attn_varlen_func with them");
+      return VarlenCall(ctx, kernel, in, std::move(args));
+    }
+    if (is_packed) {
+      ctx.Note("packed position_ids: flash_attn_varlen_func over offsets derived from them");
+      VARLEN_ASSIGN_OR_RETURN(auto derived, OffsetsFromPositions(ctx, position_ids.as_tensor()));
+      InterfaceCall given = in;
+      given.cu_seq_lens_q = given.cu_seq_lens_k = Value::FromTensor(derived.first);
+      given.max_length_q = given.max_length_k = derived.second;
+      VARLEN_ASSIGN_OR_RETURN(ResolvedArgs resolved,
+                              VarlenCall(ctx, kernel, given, std::move(args)));
+      // query.contiguous().view(-1, H, D): dense copies for the kernel.
+      resolved.q = call.q.Contiguous();
+      resolved.k = call.k.Contiguous();
+      resolved.v = call.v.Contiguous();
+      return resolved;
     }
     // flash_fn(q, k, v): one sequence of all T tokens.
     ctx.Note(
@@ -230,29 +417,7 @@ absl::StatusOr<ResolvedArgs> FaithfulFlash(const ResolveContext& ctx, Profile pr
     return WithInputs(call, std::move(args));
   }
   ctx.Note("all four varlen keywords given: flash_attn_varlen_func");
-  if (!in.cu_seq_lens_q.is_tensor() || !in.cu_seq_lens_k.is_tensor()) {
-    return NotModelled("a cu_seq_lens_q or cu_seq_lens_k that is not a tensor");
-  }
-  const Tensor& cu_q = in.cu_seq_lens_q.as_tensor();
-  const Tensor& cu_k = in.cu_seq_lens_k.as_tensor();
-  bool same_offsets = cu_q.shape() == cu_k.shape() && cu_q.dtype() == cu_k.dtype() &&
-                      cu_q.device() == cu_k.device();
-  for (int64_t i = 0; same_offsets && i < cu_q.numel(); ++i) {
-    same_offsets = cu_q.IntAtLogical(i) == cu_k.IntAtLogical(i);
-  }
-  if (!same_offsets) return NotModelled("cu_seq_lens_k other than cu_seq_lens_q");
-  VARLEN_ASSIGN_OR_RETURN(Value max_q,
-                          KernelIntArgument(ctx, kernel, in.max_length_q, "max_seqlen_q"));
-  VARLEN_ASSIGN_OR_RETURN(Value max_k,
-                          KernelIntArgument(ctx, kernel, in.max_length_k, "max_seqlen_k"));
-  if (max_q.kind() != max_k.kind() || max_q.Repr() != max_k.Repr()) {
-    return NotModelled("max_length_k other than max_length_q");
-  }
-  // FlashAttention 3's interface makes cu_seqlens contiguous before its op.
-  args.cu_seqlens =
-      kernel.fa_version == 3 ? Value::FromTensor(cu_q.Contiguous()) : in.cu_seq_lens_q;
-  args.max_seqlen = max_q;
-  return WithInputs(call, std::move(args));
+  return VarlenCall(ctx, kernel, in, std::move(args));
 }
 
 absl::Status Refuse(absl::string_view message) {

@@ -24,13 +24,19 @@ const TransformersBehavior& BehaviorOf(TransformersVersion version) {
                                                    .module_has_kv_groups = false,
                                                    .sdpa_empty_segment_raises = false,
                                                    .tower_takes_precomputed_cu_seqlens = false,
-                                                   .tower_windows_from_vision_utils = false};
+                                                   .tower_windows_from_vision_utils = false,
+                                                   .packed_check_before_branches = true,
+                                                   .packed_starts_at_min = false,
+                                                   .packed_flattens_by_view = true,
+                                                   .packed_max_item = true};
   static constexpr TransformersBehavior k5_14_1 = {.substring_flash_gate = true,
                                                    .caller_max_wins = false,
                                                    .kernel_by_name = true,
                                                    .registers_flash_attention_4 = true,
                                                    .pads_value_to_query_head_dim = false,
-                                                   .sdpa_empty_segment_raises = false};
+                                                   .sdpa_empty_segment_raises = false,
+                                                   .packed_check_before_branches = true,
+                                                   .packed_starts_at_min = false};
   static constexpr TransformersBehavior k5_25_0 = {};
   switch (version) {
     case TransformersVersion::k4_57_6:

@@ -143,6 +143,11 @@ def device_classes(op_namespaces=()) -> "Device":
                 if plain(args[0]).numel() > 0:
                     ledger.host_syncs.append("unique_consecutive: the output's length .item()")
                 return _pytree.tree_map(on_device, out)
+            if func in (torch.nonzero, tensor.nonzero) and args and is_device(args[0]):
+                # ATen's CUDA nonzero copies the count of its output to the host.
+                out = func(*_pytree.tree_map(plain, args), **kwargs)
+                ledger.host_syncs.append("nonzero: the output's size")
+                return on_device(out)
             if func in reads and is_device(args[0]):
                 out = func(plain(args[0]), *args[1:], **kwargs)  # a read that fails reads nothing
                 ledger.host_syncs.append(getattr(func, "__name__", str(func)))

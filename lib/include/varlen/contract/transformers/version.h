@@ -75,6 +75,20 @@ struct TransformersBehavior {
   // get_window_index method iterates grid_thw as 0-d tensors and puts the
   // offsets on the hidden states' device.
   bool tower_windows_from_vision_utils = true;
+  // _flash_attention_forward's packed position_ids (H8, step 4). 4.x and
+  // 5.14.x run _is_packed_sequence before any branch (its errors raise
+  // whatever the other keywords) and take the varlen branch when it holds,
+  // with a caller's cu_seq_lens_q/k where both are given; 5.25.0 tries it
+  // only when the four varlen keywords are not all given, after its shape
+  // tests (batch size 1, more than one position).
+  bool packed_check_before_branches = false;
+  // Sequences start where position_ids equals its minimum (5.25.0), or 0.
+  bool packed_starts_at_min = true;
+  // position_ids.view(-1) (4.x; a view torch cannot make raises), or
+  // reshape(-1).
+  bool packed_flattens_by_view = false;
+  // The derived max: .item(), an int (4.x), or a 0-d tensor (5.x, #48353).
+  bool packed_max_item = false;
 };
 
 const TransformersBehavior& BehaviorOf(TransformersVersion version);
