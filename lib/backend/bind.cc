@@ -1401,6 +1401,15 @@ absl::StatusOr<KernelCall> BindSdpa(const ResolvedArgs& call, const SdpaArgs& ar
     builder.AddNanRows(0, args.bsz * s);
     return builder.Finish(absl::StrCat(path, ": the float64 mask is NaN, so is every row"));
   }
+  if (args.causal) {
+    // SDPA refuses is_causal beside a mask; an item without one is one sequence.
+    if (args.mask != SdpaArgs::Mask::kNone) {
+      return absl::UnimplementedError("scaled_dot_product_attention: is_causal with a mask");
+    }
+    AttentionVariant causal;
+    causal.window_right = 0;
+    builder.SetVariant(causal);
+  }
   for (int64_t item = 0; item < args.bsz; ++item) {
     const int64_t base = item * s;
     const std::vector<KeyRange> rows = MaskRows(args, item);
@@ -1422,10 +1431,12 @@ absl::StatusOr<KernelCall> BindSdpa(const ResolvedArgs& call, const SdpaArgs& ar
       }
     }
   }
-  return builder.Finish(absl::StrCat(
-      path,
-      args.mask == SdpaArgs::Mask::kNone ? " without a mask over " : " with a boolean mask over ",
-      args.bsz, args.bsz == 1 ? " item" : " items", " of ", s, " tokens"));
+  return builder.Finish(
+      absl::StrCat(path,
+                   args.mask != SdpaArgs::Mask::kNone ? " with a boolean mask over "
+                   : args.causal                      ? " with is_causal=True over "
+                                                      : " without a mask over ",
+                   args.bsz, args.bsz == 1 ? " item" : " items", " of ", s, " tokens"));
 }
 
 }  // namespace

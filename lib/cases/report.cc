@@ -203,6 +203,7 @@ ojson ProfileArgsToJson(const ResolvedArgs& resolved) {
   if (a.mask == SdpaArgs::Mask::kPadding) j["kept"] = a.kept;
   j["scale"] = a.scale;
   j["single_precision"] = a.single_precision;
+  if (a.causal) j["causal"] = true;
   return j;
 }
 

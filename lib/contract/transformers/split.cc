@@ -178,7 +178,10 @@ absl::StatusOr<ResolvedArgs> ResolveDenseInterface(const ResolveContext& ctx, Pr
       return PythonError(PyErrorKind::kTypeError,
                          "unsupported operand type(s) for *: 'Tensor' and 'NoneType'");
     }
-    if (causal) return absl::UnimplementedError("transformers: is_causal=True: not modelled");
+    if (causal && in.is_causal.kind() != Value::Kind::kBool) {
+      return absl::UnimplementedError(absl::StrCat("transformers: is_causal=", in.is_causal.Repr(),
+                                                   ", not a bool: not modelled"));
+    }
     if (!in.attention_mask.is_none()) {
       return absl::UnimplementedError("transformers: an attention_mask: not modelled");
     }
@@ -192,8 +195,16 @@ absl::StatusOr<ResolvedArgs> ResolveDenseInterface(const ResolveContext& ctx, Pr
       return EmptyChunkReshapeError(ctx.call);
     }
   }
+  SdpaArgs args = ChunkedSdpa({}, 1, q.size(0), scaling);
+  if (causal && profile == Profile::kTfEager) {
+    ctx.Note("is_causal=True: eager_attention_forward never reads it (its **kwargs)");
+  } else if (causal) {
+    args.causal = !TransformersBehaviorOf(ctx).sdpa_causal_needs_several_queries || q.size(0) > 1;
+    ctx.Note(args.causal ? "is_causal=True reaches torch's SDPA: causal over the whole pack"
+                         : "is_causal=True with one query: sdpa_attention_forward passes False");
+  }
   ResolvedArgs resolved = WithInputs(ctx.call);
-  resolved.args = ChunkedSdpa({}, 1, q.size(0), scaling);
+  resolved.args = std::move(args);
   return resolved;
 }
 

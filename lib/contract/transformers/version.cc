@@ -28,7 +28,8 @@ const TransformersBehavior& BehaviorOf(TransformersVersion version) {
                                                    .packed_check_before_branches = true,
                                                    .packed_starts_at_min = false,
                                                    .packed_flattens_by_view = true,
-                                                   .packed_max_item = true};
+                                                   .packed_max_item = true,
+                                                   .sdpa_causal_needs_several_queries = false};
   static constexpr TransformersBehavior k5_14_1 = {.substring_flash_gate = true,
                                                    .caller_max_wins = false,
                                                    .kernel_by_name = true,

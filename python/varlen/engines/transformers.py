@@ -904,8 +904,12 @@ class Comparer(compare.Comparer):
             kb = kd[start:end].repeat_interleave(group, dim=1)
             vb = vd[start:end].repeat_interleave(group, dim=1)
             scores = torch.einsum("shd,thd->hst", qd[start:end], kb) * scale
+            if resolved.get("causal"):  # is_causal=True at SDPA: no key after the query
+                later = torch.ones(end - start, end - start, dtype=torch.bool).triu(1)
+                scores = scores.masked_fill(later, float("-inf"))
             if scores.numel():
-                largest = max(largest, float(scores.abs().nan_to_num(0.0).max()))
+                largest = max(largest, float(scores.abs().nan_to_num(0.0, posinf=0.0,
+                                                                     neginf=0.0).max()))
             want[start:end] = torch.einsum("hst,thd->shd", scores.softmax(-1), vb)
         got = got.double()
         # eager takes its softmax in float32 whatever q's dtype.

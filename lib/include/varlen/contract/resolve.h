@@ -134,6 +134,9 @@ struct SdpaArgs {
   // weights over the item's keys (the mask adds finfo.min to every logit);
   // on the SDPA path such a row is 0.
   bool single_precision = false;
+  // is_causal=True reached torch's SDPA: each item attends causally
+  // (top-left aligned), over the whole item (no mask).
+  bool causal = false;
 };
 
 // torch_npu.npu_fused_infer_attention_score's varlen arguments (input_layout

@@ -89,6 +89,10 @@ struct TransformersBehavior {
   bool packed_flattens_by_view = false;
   // The derived max: .item(), an int (4.x), or a 0-d tensor (5.x, #48353).
   bool packed_max_item = false;
+  // sdpa_attention_forward passes is_causal only for more than one query
+  // (`q_length > 1 and attention_mask is None and is_causal`, 5.x); 4.x
+  // passes a caller's is_causal as it is.
+  bool sdpa_causal_needs_several_queries = true;
 };
 
 const TransformersBehavior& BehaviorOf(TransformersVersion version);
