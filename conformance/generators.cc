@@ -265,6 +265,15 @@ rc::Gen<Case> GenCaseOf(const GeometryLimits& limits, std::optional<Profile> fix
       if (*rc::gen::arbitrary<bool>()) e.resolved = {{"max_seqlen", *rc::gen::inRange(0, 5000)}};
       c.expect = e;
     }
+    // Drawn last, so that every earlier field is drawn as before: rows
+    // after the last sequence (a CUDA-graph token budget), where the case
+    // format takes them for this call.
+    if (*rc::gen::inRange(0, 6) == 0) {
+      Case padded = c;
+      padded.geometry.padding.assign(c.geometry.seq_lens.size() + 1, 0);
+      padded.geometry.padding.back() = *rc::gen::inRange<int64_t>(1, 9);
+      if (ValidateCase(padded).ok()) c = std::move(padded);
+    }
     return c;
   });
 }
