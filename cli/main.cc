@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -38,6 +39,7 @@
 #include "varlen/cases/executor.h"
 #include "varlen/cases/keywords.h"
 #include "varlen/cases/npy.h"
+#include "varlen/cases/phase_clock.h"
 #include "varlen/cases/report.h"
 #include "varlen/contract/sglang/version.h"
 #include "varlen/contract/vllm/version.h"
@@ -99,6 +101,9 @@ ABSL_FLAG(int, jobs, 1,
 ABSL_FLAG(bool, counts_only, false,
           "check: case counts alone bound each property, not time, so that every machine "
           "checks the same cases (the shards of one run)");
+ABSL_FLAG(bool, timings, false,
+          "check: run in this process and print where the time went (synthesis, resolution, "
+          "backend, oracle, emulation, judge) and the cases run and judged per second");
 ABSL_FLAG(bool, merge, false, "report: merge the shard reports in the folders given");
 ABSL_FLAG(int, times, 1,
           "repro: run each case this many times on each backend and say whether the result "
@@ -160,7 +165,7 @@ const std::vector<CommandHelp>& Commands() {
        "checks, grouped by signature. GTEST_TOTAL_SHARDS and GTEST_SHARD_INDEX run one\n"
        "shard. Exit status: 0 all passed, 1 a failure, 2 a usage error or invalid input.",
        {"backends", "tier", "budget_scale", "report", "corpus", "expectations", "jobs",
-        "counts_only", "load", "in_process", "deadline_s", "worker_memory_mb"}},
+        "counts_only", "load", "in_process", "deadline_s", "worker_memory_mb", "timings"}},
       {"report",
        "report --merge DIR... [--report=OUT]",
        "The report of the unsharded run, from its shards' report folders.",
@@ -781,6 +786,25 @@ int CheckInJobs(int jobs, const std::vector<std::string>& argv, CheckOptions opt
   return FinishCheck(*merged, options);
 }
 
+// --timings: the phase clock's split of `wall` seconds, on stderr.
+void PrintPhaseClock(double wall) {
+  const PhaseTotals totals = ReadPhaseClock();
+  std::cerr << absl::StrFormat(
+      "timings (this process): %d cases run, %d outputs judged in %.1f s: %.1f cases run/s, "
+      "%.1f judged/s\n",
+      totals.cases_run, totals.cases_judged, wall, totals.cases_run / wall,
+      totals.cases_judged / wall);
+  double timed = 0;
+  for (int i = 0; i < kPhaseCount; ++i) {
+    timed += totals.seconds[i];
+    std::cerr << absl::StrFormat("  %-11s %8.2f s %5.1f %%\n", PhaseName(static_cast<Phase>(i)),
+                                 totals.seconds[i], 100 * totals.seconds[i] / wall);
+  }
+  std::cerr << absl::StrFormat(
+      "  %-11s %8.2f s %5.1f %%  (generation, shrinking, the properties' own work, reports)\n",
+      "other", wall - timed, 100 * (wall - timed) / wall);
+}
+
 int Check(const std::vector<std::string>& argv) {
   CheckOptions options;
   absl::StatusOr<Tier> tier = ParseTier(absl::GetFlag(FLAGS_tier));
@@ -809,13 +833,16 @@ int Check(const std::vector<std::string>& argv) {
     options.expectations.push_back(std::make_shared<const Expectations>(*std::move(loaded)));
   }
   options.progress = [](const std::string& line) { std::cerr << line << "\n"; };
-  if (std::optional<IsolationOptions> isolation = IsolationFromFlags()) {
+  const bool timings = absl::GetFlag(FLAGS_timings);
+  // The phase clock is per process: a timed run keeps its backends here.
+  if (std::optional<IsolationOptions> isolation = IsolationFromFlags(); isolation && !timings) {
     options.isolation["*"] = *std::move(isolation);
   }
   absl::StatusOr<Shard> shard = ShardFromEnvironment();
   if (!shard.ok()) return UsageError(shard.status().message());
   options.shard = *shard;
   if (const int jobs = absl::GetFlag(FLAGS_jobs); jobs != 1) {
+    if (timings) return UsageError("--timings times one process: leave --jobs out");
     if (jobs < 1) return UsageError(absl::StrCat("--jobs=", jobs, " must be at least 1"));
     if (shard->total > 1) {
       return UsageError(absl::StrCat("--jobs=", jobs, " with GTEST_TOTAL_SHARDS=", shard->total,
@@ -824,10 +851,16 @@ int Check(const std::vector<std::string>& argv) {
     }
     return CheckInJobs(jobs, argv, options);
   }
+  EnablePhaseClock(timings);
+  const auto start = std::chrono::steady_clock::now();
   absl::StatusOr<CheckReport> report = RunCheck(options);
   if (!report.ok()) {
     std::cerr << "varlen: " << report.status().message() << "\n";
     return kExitInvalid;
+  }
+  if (timings) {
+    PrintPhaseClock(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   return FinishCheck(*report, options);
 }

@@ -4,7 +4,7 @@
 
 include(CMakePackageConfigHelpers)
 
-set(_varlen_targets varlen_core varlen_contract varlen_backend varlen_reference varlen_flash
+set(_varlen_targets varlen_core varlen_contract varlen_backend varlen_oracle varlen_gpu_reference varlen_flash
     varlen_cuda_plan varlen_cudnn_graph_cache varlen_cases varlen_backends varlen_run)
 set(VARLEN_EXPORTS_CUDA ${VARLEN_ENABLE_CUDA})
 if(VARLEN_ENABLE_CUDA)

@@ -5,6 +5,7 @@
 #include "varlen/backend/fault.h"
 #include "varlen/cases/case_json.h"
 #include "varlen/cases/numerics.h"
+#include "varlen/cases/phase_clock.h"
 #include "varlen/core/status.h"
 
 namespace varlen::internal {
@@ -16,6 +17,7 @@ absl::StatusOr<KernelCall> RunLaunch(const Backend& backend, KernelCall call) {
   VARLEN_RETURN_IF_ERROR(backend.Available());
   VARLEN_RETURN_IF_ERROR(backend.Supports(params));
   PoisonOutput(call.output());
+  ScopedPhase timed(Phase::kBackend);
   VARLEN_RETURN_IF_ERROR(RunSupported(backend, params));
   return call;
 }

@@ -7,7 +7,8 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/common/elements.h"
+#include "varlen/backend/elements.h"
+#include "varlen/oracle/reference_attention.h"
 
 namespace varlen {
 namespace {
@@ -382,9 +383,15 @@ void RunTile(const VarlenAttentionParams& p, const WorkItem& w, FlashBug bug,
       if (bug == FlashBug::kNoMaxSubtraction) new_max = 0.0f;
       // Both -inf only if every logit so far is -inf: nothing to rescale.
       const float correction = new_max == kNegativeInfinity ? 1.0f : exp(s.row_max[r] - new_max);
+      // The row's probabilities, a vector at a time (glibc's expf bits).
+      if (bug == FlashBug::kExp2WithoutLog2e) {
+        for (int64_t c = lo; c < hi; ++c) score[c] = exp(score[c] - new_max);
+      } else if (hi > lo) {
+        ShiftedExpFloat(score + lo, hi - lo, new_max);
+      }
       float sum = 0.0f;
       for (int64_t c = 0; c < keys; ++c) {
-        const float probability = c >= lo && c < hi ? exp(score[c] - new_max) : 0.0f;
+        const float probability = c >= lo && c < hi ? score[c] : 0.0f;
         sum += probability;
         score[c] = RoundFloatTo<In>(probability);  // P in the input dtype before P V
       }

@@ -5,8 +5,8 @@
 // the judge runs the blocked oracle, so every case on it also checks one
 // against the other.
 
-#include "reference_attention.h"
 #include "varlen/backend/backend.h"
+#include "varlen/oracle/reference_attention.h"
 
 namespace varlen {
 namespace {

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "device_params.h"
 #include "flash_forward.h"
-#include "reference_attention.h"
+#include "varlen/oracle/reference_attention.h"
 
 namespace varlen {
 

@@ -9,6 +9,7 @@
 #include "varlen/backend/fault.h"
 #include "varlen/cases/case_json.h"
 #include "varlen/cases/limits.h"
+#include "varlen/cases/phase_clock.h"
 #include "varlen/cases/report.h"
 #include "varlen/contract/resolve.h"
 #include "varlen/contract/sglang/metadata.h"
@@ -375,6 +376,7 @@ const Reference& CaseRunner::GetReference() {
 }
 
 Outcome CaseRunner::Run(const Backend& backend) {
+  CountCaseRun();
   Outcome outcome;
   outcome.backend = std::string(backend.name());
   // Every run, not once per runner: the backend must have just seen them.
@@ -400,6 +402,16 @@ absl::StatusOr<AttentionCall> CallOfCase(const Case& c, const QkvTensors& qkv) {
   }
   return call;
 }
+
+namespace {
+
+// Faithful resolution of a call-level backend's call, on the phase clock.
+Resolution ResolveTimed(const AttentionCall& call, Profile profile) {
+  ScopedPhase timed(Phase::kResolution);
+  return Resolve(call, profile, Mode::kFaithful);
+}
+
+}  // namespace
 
 bool KernelRefusesGeometry(const Case& c) {
   const QkvTensors qkv = SynthesizeQkv(c);
@@ -444,7 +456,10 @@ void CaseRunner::Execute(const Backend& backend, Outcome* outcome) {
   }
   if (backend.call_level()) return ExecuteWholeCall(backend, std::move(call), outcome);
 
-  outcome->resolution = backend.ResolveCall(call, case_.call.profile, case_.mode);
+  {
+    ScopedPhase timed(Phase::kResolution);
+    outcome->resolution = backend.ResolveCall(call, case_.call.profile, case_.mode);
+  }
   // A path the model does not reproduce is not a verdict on the backend.
   if (absl::IsUnimplemented(outcome->resolution->status)) {
     return unsupported(outcome->resolution->status);
@@ -507,7 +522,11 @@ void CaseRunner::Execute(const Backend& backend, Outcome* outcome) {
   }
 
   PoisonOutput(kernel->output());
-  const absl::Status ran = RunSupported(backend, params);
+  absl::Status ran;
+  {
+    ScopedPhase timed(Phase::kBackend);
+    ran = RunSupported(backend, params);
+  }
   if (!ran.ok()) return raised(ran, "backend");  // reported, never judged as numbers
   kernel->ApplyEpilogue();
   const Tensor output = kernel->PackedOutput();
@@ -620,7 +639,7 @@ void CaseRunner::ExecuteWholeCall(const Backend& backend, AttentionCall call, Ou
     const absl::Status judged = PredictFunctionCalls(case_, call, ReferenceScale(), &engine);
     if (!judged.ok()) return unsupported(judged);
     predicted_match = true;
-  } else if (outcome->resolution = Resolve(call, profile, Mode::kFaithful);
+  } else if (outcome->resolution = ResolveTimed(call, profile);
              absl::IsUnimplemented(outcome->resolution->status)) {
     return unsupported(outcome->resolution->status);
   } else if (!outcome->resolution->status.ok()) {
@@ -673,7 +692,10 @@ void CaseRunner::ExecuteWholeCall(const Backend& backend, AttentionCall call, Ou
   Case sent = case_;
   if (sent.data.files.has_value()) sent.data.files = AbsoluteDataFiles(sent.data);
   call.case_json = CaseToJson(sent).dump();
-  absl::StatusOr<EngineCallResult> result = backend.CallEngine(call, profile);
+  absl::StatusOr<EngineCallResult> result = [&] {
+    ScopedPhase timed(Phase::kBackend);
+    return backend.CallEngine(call, profile);
+  }();
   if (!result.ok()) return not_made(result.status());
   engine.device_events = result->device_events;
   std::vector<std::string>& mismatches = outcome->mismatches;

@@ -7,8 +7,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "reference_attention.h"
 #include "varlen/backend/bind.h"
+#include "varlen/cases/phase_clock.h"
+#include "varlen/oracle/reference_attention.h"
 
 namespace varlen {
 namespace {
@@ -135,8 +136,12 @@ Reference ComputeReference(const Geometry& g, const Tensor& q, const Tensor& k, 
   Reference r;
   // Float32 inputs: the oracle's pass also measures what rounding each
   // logit once costs (ToleranceModel; the GPU oracle does not measure it).
-  r.oracle = RunReference(g, q, k, v, DType::kFloat64, ReferencePrecision::kFloat64, device,
-                          &r.status, g.dtype == DType::kFloat32 ? &r.logit_rounding : nullptr);
+  {
+    ScopedPhase timed(Phase::kOracle);
+    r.oracle = RunReference(g, q, k, v, DType::kFloat64, ReferencePrecision::kFloat64, device,
+                            &r.status, g.dtype == DType::kFloat32 ? &r.logit_rounding : nullptr);
+  }
+  ScopedPhase timed(Phase::kEmulation);
   r.emulated = RunReference(g, q, k, v, g.dtype, ReferencePrecision::kEmulated, device, &r.status);
   // In float32 the order of the sums is most of a correct kernel's error
   // once logits are large (the rounding of each partial sum of Q K^T grows
@@ -192,6 +197,8 @@ void PoisonOutput(const Tensor& output) {
 
 NumericReport JudgeOutput(const Geometry& g, const Reference& reference, const Tensor& output,
                           const ToleranceModel& tolerance) {
+  ScopedPhase timed(Phase::kJudge);
+  CountCaseJudged();
   NumericReport report;
   report.emulation_error = reference.emulation_error;
   report.logit_rounding = reference.logit_rounding;

@@ -1,16 +1,19 @@
 #include "varlen/cases/synth.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <limits>
 #include <memory>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "varlen/cases/limits.h"
 #include "varlen/cases/npy.h"
+#include "varlen/cases/phase_clock.h"
 
 namespace varlen {
 namespace {
@@ -22,7 +25,14 @@ uint64_t SplitMix64(uint64_t* x) {
   return z ^ (z >> 31);
 }
 
-uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+// xoshiro256**'s state as Prng seeds it.
+using State = std::array<uint64_t, 4>;
+
+State SeededState(uint64_t seed) {
+  State state;
+  for (uint64_t& word : state) word = SplitMix64(&seed);
+  return state;
+}
 
 double StandardNormal(Prng& prng) {
   double sum = 0.0;  // Irwin-Hall: mean 6, variance 1
@@ -53,11 +63,10 @@ double Subnormal(Prng& prng, DType dtype) {
   return prng.Next() & 1 ? -magnitude : magnitude;
 }
 
-// One element of `stream` at flat index `i` of a tensor whose rows are
-// `row_size` elements long (one token).
-double Sample(Prng& prng, const Case& c, SynthStream stream, int64_t i, int64_t row_size,
-              int64_t numel) {
-  const bool query_or_key = stream != SynthStream::kV;
+// One element of a tensor of `numel` elements, for the distributions that
+// draw a varying number of values per element (FillNormals makes the
+// others).
+double Sample(Prng& prng, const Case& c, int64_t numel) {
   switch (c.data.distribution) {
     case Distribution::kUniform:
       return 2.0 * prng.NextUnit() - 1.0;
@@ -66,24 +75,10 @@ double Sample(Prng& prng, const Case& c, SynthStream stream, int64_t i, int64_t 
       return static_cast<double>(static_cast<int64_t>(prng.Next() % 5) - 2);
     }
     case Distribution::kNormal:
-      return StandardNormal(prng);
     case Distribution::kLargeLogits:
-      // q.k has variance D; times scale D^-1/2 gives ~N(0, 1) logits, and a
-      // factor 100 on each of q and k makes them ~N(0, 1e4).
-      return (query_or_key ? 100.0 : 1.0) * StandardNormal(prng);
-    case Distribution::kDominantLogit: {
-      // Whether a key token is a spike depends on the token alone, so all
-      // its elements share the factor: its logits are ~N(0, 64).
-      Prng token(c.data.seed ^ (0x5bd1e995ULL * static_cast<uint64_t>(i / row_size + 1)));
-      const bool spike = stream == SynthStream::kK && token.Next() % 32 == 0;
-      return (spike ? 8.0 : 1.0) * StandardNormal(prng);
-    }
-    case Distribution::kConstantRows: {
-      Prng token(c.data.seed ^ (0x2545f491ULL * static_cast<uint64_t>(i / row_size + 1)));
-      const bool constant = stream == SynthStream::kQ && token.Next() % 2 == 0;
-      const double value = StandardNormal(prng);
-      return constant ? 0.0 : value;
-    }
+    case Distribution::kDominantLogit:
+    case Distribution::kConstantRows:
+      break;
     case Distribution::kNonFinite: {
       const double value = StandardNormal(prng);
       // About two special elements per tensor, wherever they fall.
@@ -104,7 +99,211 @@ double Sample(Prng& prng, const Case& c, SynthStream stream, int64_t i, int64_t 
       return StandardNormal(prng);
     }
   }
-  return 0.0;
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+// Whether each element of `distribution` takes exactly one StandardNormal
+// from the stream's generator (and nothing else from it).
+bool OneNormalPerElement(Distribution distribution) {
+  switch (distribution) {
+    case Distribution::kNormal:
+    case Distribution::kLargeLogits:
+    case Distribution::kDominantLogit:
+    case Distribution::kConstantRows:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// --- many normals at once --------------------------------------------------
+//
+// Each element of the OneNormalPerElement distributions is twelve steps of
+// one xoshiro256** stream, and a step waits on the one before: Sample()
+// spent its time on that chain. Here the stream is cut into chunks of
+// kChunkElements elements, eight chunks run side by side in vector lanes,
+// and each lane starts where the stream would be at its chunk: the state
+// step is linear over GF(2), so skipping a chunk is a 256 x 256 bit matrix
+// (its power, computed once). Every value keeps Sample()'s bits: the same
+// draws, summed in StandardNormal's order in each lane.
+
+constexpr int kDraws = 12;  // StandardNormal's uniforms
+constexpr int kLanes = 8;
+constexpr int64_t kChunkElements = 64;
+constexpr int64_t kChunkSteps = kDraws * kChunkElements;
+
+void StepState(State& s) {
+  const uint64_t t = s[1] << 17;
+  s[2] ^= s[0];
+  s[3] ^= s[1];
+  s[1] ^= s[2];
+  s[0] ^= s[3];
+  s[2] ^= t;
+  s[3] = (s[3] << 45) | (s[3] >> 19);
+}
+
+// A linear map of the 256-bit state, by the images of the unit states.
+struct StateMap {
+  std::array<State, 256> column;
+
+  State Apply(const State& s) const {
+    State out{};
+    for (int j = 0; j < 256; ++j) {
+      if (s[j / 64] >> (j % 64) & 1) {
+        for (int w = 0; w < 4; ++w) out[w] ^= column[j][w];
+      }
+    }
+    return out;
+  }
+  StateMap Then(const StateMap& next) const {  // next after this
+    StateMap out;
+    for (int j = 0; j < 256; ++j) out.column[j] = next.Apply(column[j]);
+    return out;
+  }
+};
+
+// `steps` steps of the stream, as one map.
+StateMap StepsMap(int64_t steps) {
+  StateMap step, power;
+  for (int j = 0; j < 256; ++j) {
+    State unit{};
+    unit[j / 64] = uint64_t{1} << (j % 64);
+    power.column[j] = unit;
+    StepState(unit);
+    step.column[j] = unit;
+  }
+  for (; steps > 0; steps >>= 1) {
+    if (steps & 1) power = power.Then(step);
+    step = step.Then(step);
+  }
+  return power;
+}
+
+// One chunk ahead, and a group of eight chunks ahead.
+const StateMap& ChunkAhead() {
+  static const StateMap* map = new StateMap(StepsMap(kChunkSteps));
+  return *map;
+}
+const StateMap& GroupAhead() {
+  static const StateMap* map = new StateMap(StepsMap(kLanes * kChunkSteps));
+  return *map;
+}
+
+typedef uint64_t LaneWords __attribute__((vector_size(kLanes * 8)));
+typedef int64_t LaneSigned __attribute__((vector_size(kLanes * 8)));
+typedef double LaneDoubles __attribute__((vector_size(kLanes * 8)));
+
+// out[i] = the stream's i-th StandardNormal for i < numel, from the state
+// `start` of its first draw; lane e runs chunks e, e + 8, e + 16, ...
+[[gnu::always_inline]] inline void NormalsInLanes(State start, int64_t numel, double* out) {
+  LaneWords starts[4];
+  for (int e = 0; e < kLanes; ++e) {
+    if (e > 0) start = ChunkAhead().Apply(start);
+    for (int w = 0; w < 4; ++w) starts[w][e] = start[w];
+  }
+  const StateMap& group = GroupAhead();
+  for (int64_t first = 0; first < numel; first += kLanes * kChunkElements) {
+    LaneWords s[4] = {starts[0], starts[1], starts[2], starts[3]};
+    for (int64_t t = 0; t < kChunkElements; ++t) {
+      LaneDoubles sum = {};
+      for (int j = 0; j < kDraws; ++j) {
+        const LaneWords x = s[1] + (s[1] << 2);  // * 5
+        const LaneWords rotated = (x << 7) | (x >> 57);
+        const LaneWords result = rotated + (rotated << 3);  // * 9
+        const LaneWords shifted = s[1] << 17;
+        s[2] ^= s[0];
+        s[3] ^= s[1];
+        s[1] ^= s[2];
+        s[0] ^= s[3];
+        s[2] ^= shifted;
+        s[3] = (s[3] << 45) | (s[3] >> 19);
+        sum += __builtin_convertvector(reinterpret_cast<LaneSigned>(result >> 11), LaneDoubles) *
+               0x1.0p-53;
+      }
+      sum -= 6.0;
+      for (int e = 0; e < kLanes; ++e) {
+        const int64_t i = first + e * kChunkElements + t;
+        if (i < numel) out[i] = sum[e];
+      }
+    }
+    // Each lane's start a group ahead: the group map, lane by lane, as
+    // masked sums of its columns.
+    LaneWords next[4] = {};
+    for (int j = 0; j < 256; ++j) {
+      const LaneWords mask = -((starts[j / 64] >> (j % 64)) & 1);
+      for (int w = 0; w < 4; ++w) next[w] ^= group.column[j][w] & mask;
+    }
+    for (int w = 0; w < 4; ++w) starts[w] = next[w];
+  }
+}
+
+using NormalsFn = void (*)(State start, int64_t numel, double* out);
+
+void NormalsBaseline(State start, int64_t numel, double* out) { NormalsInLanes(start, numel, out); }
+
+#if defined(__x86_64__)
+[[gnu::target("avx2")]] void NormalsAvx2(State start, int64_t numel, double* out) {
+  NormalsInLanes(start, numel, out);
+}
+
+[[gnu::target("avx512f,avx512vl,avx512dq,avx2")]] void NormalsAvx512(State start, int64_t numel,
+                                                                     double* out) {
+  NormalsInLanes(start, numel, out);
+}
+#endif
+
+NormalsFn PickNormals() {
+#if defined(__x86_64__)
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+      __builtin_cpu_supports("avx512dq")) {
+    return &NormalsAvx512;
+  }
+  if (__builtin_cpu_supports("avx2")) return &NormalsAvx2;
+#endif
+  return &NormalsBaseline;
+}
+
+// Sample() for the OneNormalPerElement distributions: the normals first
+// (in lanes where the tensor fills at least a group of chunks), then each
+// element's factor in order, a token's coin drawn once per token.
+void FillNormals(const Case& c, SynthStream stream, uint64_t seed, int64_t row_size,
+                 const Tensor& t) {
+  const int64_t numel = t.numel();
+  std::vector<double> values(static_cast<size_t>(numel));
+  if (numel >= kLanes * kChunkElements) {
+    static const NormalsFn normals = PickNormals();
+    normals(SeededState(seed), numel, values.data());
+  } else {
+    Prng prng(seed);
+    for (double& value : values) value = StandardNormal(prng);
+  }
+  const Distribution distribution = c.data.distribution;
+  int64_t coin_row = -1;
+  bool coin = false;
+  for (int64_t i = 0; i < numel; ++i) {
+    double value = values[static_cast<size_t>(i)];
+    if (distribution == Distribution::kLargeLogits) {
+      // q.k has variance D; times scale D^-1/2 gives ~N(0, 1) logits, and a
+      // factor 100 on each of q and k makes them ~N(0, 1e4).
+      if (stream != SynthStream::kV) value *= 100.0;
+    } else if (distribution == Distribution::kDominantLogit && stream == SynthStream::kK) {
+      // Whether a key token is a spike depends on the token alone, so all
+      // its elements share the factor: its logits are ~N(0, 64).
+      if (const int64_t row = i / row_size; row != coin_row) {
+        Prng token(c.data.seed ^ (0x5bd1e995ULL * static_cast<uint64_t>(row + 1)));
+        coin_row = row, coin = token.Next() % 32 == 0;
+      }
+      if (coin) value *= 8.0;
+    } else if (distribution == Distribution::kConstantRows && stream == SynthStream::kQ) {
+      // Half of the query tokens are all zeros.
+      if (const int64_t row = i / row_size; row != coin_row) {
+        Prng token(c.data.seed ^ (0x2545f491ULL * static_cast<uint64_t>(row + 1)));
+        coin_row = row, coin = token.Next() % 2 == 0;
+      }
+      if (coin) value = 0.0;
+    }
+    t.SetDoubleAt(i, value);
+  }
 }
 
 Shape QkvShape(const Case& c, int64_t heads, int64_t dim) {
@@ -136,10 +335,15 @@ Tensor Fill(const Case& c, SynthStream stream, Shape shape) {
     }
     return t;
   }
-  Prng prng(c.data.seed * 0x100000001b3ULL + static_cast<uint64_t>(stream));
+  const uint64_t seed = c.data.seed * 0x100000001b3ULL + static_cast<uint64_t>(stream);
   const int64_t row_size =
       std::max<int64_t>(1, numel / std::max<int64_t>(1, c.geometry.total_tokens()));
-  for (int64_t i = 0; i < numel; ++i) t.SetDoubleAt(i, Sample(prng, c, stream, i, row_size, numel));
+  if (OneNormalPerElement(c.data.distribution)) {
+    FillNormals(c, stream, seed, row_size, t);
+  } else {
+    Prng prng(seed);
+    for (int64_t i = 0; i < numel; ++i) t.SetDoubleAt(i, Sample(prng, c, numel));
+  }
   // Rows in no sequence hold NaN: a kernel that reads one spreads it into
   // a row it writes.
   const Geometry& g = c.geometry;
@@ -218,24 +422,12 @@ QkvTensors InLayout(const Case& c, QkvTensors dense) {
 }  // namespace
 
 Prng::Prng(uint64_t seed) {
-  for (uint64_t& s : state_) s = SplitMix64(&seed);
+  const State state = SeededState(seed);
+  std::copy(state.begin(), state.end(), state_);
 }
-
-uint64_t Prng::Next() {
-  const uint64_t result = Rotl(state_[1] * 5, 7) * 9;
-  const uint64_t t = state_[1] << 17;
-  state_[2] ^= state_[0];
-  state_[3] ^= state_[1];
-  state_[1] ^= state_[2];
-  state_[0] ^= state_[3];
-  state_[2] ^= t;
-  state_[3] = Rotl(state_[3], 45);
-  return result;
-}
-
-double Prng::NextUnit() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
 
 QkvTensors SynthesizeQkv(const Case& c) {
+  ScopedPhase timed(Phase::kSynthesis);
   const Geometry& g = c.geometry;
   return InLayout(c, {Fill(c, SynthStream::kQ, QkvShape(c, g.num_heads, g.head_dim)),
                       Fill(c, SynthStream::kK, QkvShape(c, g.num_kv_heads, g.head_dim)),

@@ -13,16 +13,16 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/common/elements.h"
 #include "nlohmann/json.hpp"
-#include "reference_attention.h"
 #include "varlen/backend/backend.h"
+#include "varlen/backend/elements.h"
 #include "varlen/backend/params.h"
 #include "varlen/backend/registry.h"
 #include "varlen/cases/case.h"
 #include "varlen/cases/case_json.h"
 #include "varlen/cases/report.h"
 #include "varlen/core/status.h"
+#include "varlen/oracle/reference_attention.h"
 
 namespace varlen {
 namespace {

@@ -8,7 +8,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "reference_attention.h"
 #include "varlen/backend/backend.h"
 #include "varlen/backend/params.h"
 #include "varlen/backend/registry.h"
@@ -16,6 +15,7 @@
 #include "varlen/cases/executor.h"
 #include "varlen/cases/numerics.h"
 #include "varlen/cases/synth.h"
+#include "varlen/oracle/reference_attention.h"
 
 namespace varlen {
 namespace {

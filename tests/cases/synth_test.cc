@@ -129,6 +129,50 @@ TEST(SynthesizeQkvTest, GoldenValuesOfSeed1234Normal) {
   EXPECT_EQ(t.v.data<float>()[3], 0.11873789876699448f);
 }
 
+// The distributions built on one Irwin-Hall normal per element, by their
+// definition, element by element from the public generator: whatever the
+// synthesis does to go faster, each value keeps its bits.
+TEST(SynthesizeQkvTest, NormalFamiliesAreTheirDefinitionElementByElement) {
+  const auto normal = [](Prng& prng) {
+    double sum = 0.0;
+    for (int i = 0; i < 12; ++i) sum += prng.NextUnit();
+    return sum - 6.0;
+  };
+  for (Distribution d : {Distribution::kNormal, Distribution::kLargeLogits,
+                         Distribution::kDominantLogit, Distribution::kConstantRows}) {
+    for (const std::vector<int64_t>& lengths : std::vector<std::vector<int64_t>>{
+             // rows of 10: 1,010 elements (spikes and constant rows among them)
+             // and 40,000 (past a group of chunks, in lanes), 30 (one at a time)
+             {50, 51},
+             {2000, 0, 2000},
+             {3}}) {
+      const Case c = SynthCase(lengths, 2, 2, 5, 5, DType::kFloat64, 77, d);
+      const QkvTensors t = SynthesizeQkv(c);
+      const std::pair<SynthStream, const Tensor*> streams[] = {
+          {SynthStream::kQ, &t.q}, {SynthStream::kK, &t.k}, {SynthStream::kV, &t.v}};
+      for (const auto& [stream, tensor] : streams) {
+        Prng prng(c.data.seed * 0x100000001b3ULL + static_cast<uint64_t>(stream));
+        for (int64_t i = 0; i < tensor->numel(); ++i) {
+          const uint64_t row = static_cast<uint64_t>(i / 10 + 1);
+          double expected = normal(prng);
+          if (d == Distribution::kLargeLogits && stream != SynthStream::kV) expected *= 100.0;
+          if (d == Distribution::kDominantLogit && stream == SynthStream::kK &&
+              Prng(c.data.seed ^ (0x5bd1e995ULL * row)).Next() % 32 == 0) {
+            expected *= 8.0;
+          }
+          if (d == Distribution::kConstantRows && stream == SynthStream::kQ &&
+              Prng(c.data.seed ^ (0x2545f491ULL * row)).Next() % 2 == 0) {
+            expected = 0.0;
+          }
+          ASSERT_EQ(tensor->data<double>()[i], expected)
+              << DistributionName(d) << ", stream " << static_cast<int>(stream) << ", element " << i
+              << " of " << tensor->numel();
+        }
+      }
+    }
+  }
+}
+
 TEST(SynthesizeQkvTest, DifferentSeedsDiffer) {
   const QkvTensors a = SynthesizeQkv(SynthCase({64}, 2, 2, 8, 8, DType::kFloat32, 1));
   const QkvTensors b = SynthesizeQkv(SynthCase({64}, 2, 2, 8, 8, DType::kFloat32, 2));

@@ -14,14 +14,14 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/common/elements.h"
-#include "reference_attention.h"
 #include "support/kernel_cases.h"
 #include "varlen/backend/bind.h"
+#include "varlen/backend/elements.h"
 #include "varlen/backend/registry.h"
 #include "varlen/cases/executor.h"
 #include "varlen/cases/synth.h"
 #include "varlen/core/dtype.h"
+#include "varlen/oracle/reference_attention.h"
 
 namespace varlen {
 namespace {

@@ -5,7 +5,6 @@
 
 #include "gtest/gtest.h"
 #include "rapidcheck/gtest.h"
-#include "reference_attention.h"
 #include "varlen/backend/bind.h"
 #include "varlen/backend/registry.h"
 #include "varlen/cases/case_json.h"
@@ -16,6 +15,7 @@
 #include "varlen/contract/resolve.h"
 #include "varlen/contract/seqlens.h"
 #include "varlen/contract/sglang/metadata.h"
+#include "varlen/oracle/reference_attention.h"
 
 namespace varlen {
 namespace {

@@ -12,13 +12,13 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "reference_attention.h"
 #include "support/kernel_cases.h"
 #include "varlen/backend/bind.h"
 #include "varlen/backend/registry.h"
 #include "varlen/cases/executor.h"
 #include "varlen/cases/synth.h"
 #include "varlen/contract/variant.h"
+#include "varlen/oracle/reference_attention.h"
 
 namespace varlen {
 namespace {

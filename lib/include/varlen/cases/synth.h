@@ -27,11 +27,23 @@ namespace varlen {
 class Prng {
  public:
   explicit Prng(uint64_t seed);
-  uint64_t Next();
+  // Inline: synthesis draws twelve per element.
+  uint64_t Next() {
+    const uint64_t result = Rotl(state_[1] * 5, 7) * 9;
+    const uint64_t t = state_[1] << 17;
+    state_[2] ^= state_[0];
+    state_[3] ^= state_[1];
+    state_[1] ^= state_[2];
+    state_[0] ^= state_[3];
+    state_[2] ^= t;
+    state_[3] = Rotl(state_[3], 45);
+    return result;
+  }
   // Uniform in [0, 1) with 53 random bits.
-  double NextUnit();
+  double NextUnit() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
 
  private:
+  static uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
   uint64_t state_[4];
 };
 

@@ -1,11 +1,11 @@
-#include "reference_attention.h"
+#include "varlen/oracle/reference_attention.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
-#include "kernels/common/elements.h"
+#include "varlen/backend/elements.h"
 
 namespace varlen {
 namespace {

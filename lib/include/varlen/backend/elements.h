@@ -1,13 +1,16 @@
-// Element access for host kernels, and the one place where a runtime dtype
-// becomes a C++ element type.
+// File: varlen/backend/elements.h
+// -----------------------------------------------------------------------------
+//
+// Element access for host kernels (the oracle, cpu_flash), and the one place
+// where a runtime dtype becomes a C++ element type.
 //
 // Half-precision values are stored as their 16-bit encodings; Float16 and
 // BFloat16 are tag types over those bits so templates can tell them apart.
 // VARLEN_DISPATCH_FLOAT_TYPES(dtype, T, body) runs `body` with `T` bound to
 // the element type of a floating dtype (float, Float16, BFloat16, double).
 
-#ifndef VARLEN_KERNELS_COMMON_ELEMENTS_H_
-#define VARLEN_KERNELS_COMMON_ELEMENTS_H_
+#ifndef VARLEN_BACKEND_ELEMENTS_H_
+#define VARLEN_BACKEND_ELEMENTS_H_
 
 #include <cstdint>
 #include <cstring>
@@ -146,4 +149,4 @@ void StoreFromDouble(void* base, int64_t index, double value) {
     }                                              \
   }()
 
-#endif  // VARLEN_KERNELS_COMMON_ELEMENTS_H_
+#endif  // VARLEN_BACKEND_ELEMENTS_H_

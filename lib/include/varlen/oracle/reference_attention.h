@@ -13,9 +13,14 @@
 //     of this emulation's error.
 //
 // A query row that attends no key is written as 0.
+//
+// The oracle is the judge's instrument, so it lives below the judge
+// (varlen::oracle, lib/oracle/); the cpu_reference backend runs it as a
+// backend under test. Its GPU variant is defined in the kernels layer
+// (varlen::gpu_reference), which the judge links.
 
-#ifndef VARLEN_KERNELS_CPU_REFERENCE_REFERENCE_ATTENTION_H_
-#define VARLEN_KERNELS_CPU_REFERENCE_REFERENCE_ATTENTION_H_
+#ifndef VARLEN_ORACLE_REFERENCE_ATTENTION_H_
+#define VARLEN_ORACLE_REFERENCE_ATTENTION_H_
 
 #include <cstdint>
 
@@ -67,6 +72,12 @@ void FastReferenceAttention(const VarlenAttentionParams& params, ReferencePrecis
 // results outside double's normal range are std::exp's own.
 void ShiftedExp(double* x, int64_t n, double shift, OracleIsa isa = OracleIsa::kBest);
 
+// x[i] = expf(x[i] - shift) in float, in place: the float32 emulation's
+// exponential (and cpu_flash's), glibc's expf bit for bit on every path
+// (its FMA variant, which glibc runs wherever the vector paths here do), a
+// vector at a time.
+void ShiftedExpFloat(float* x, int64_t n, float shift, OracleIsa isa = OracleIsa::kBest);
+
 // The same two arithmetics on a GPU (kernels/cuda/reference_forward.cu), for
 // cases over the CPU budget: one thread block per query row, float64 (or
 // the emulation's float32) accumulation. OK when this build has CUDA and
@@ -84,4 +95,4 @@ absl::Status GpuReferenceAttention(const VarlenAttentionParams& params,
 
 }  // namespace varlen
 
-#endif  // VARLEN_KERNELS_CPU_REFERENCE_REFERENCE_ATTENTION_H_
+#endif  // VARLEN_ORACLE_REFERENCE_ATTENTION_H_

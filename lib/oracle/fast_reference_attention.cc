@@ -1,10 +1,11 @@
 // The blocked oracle. Its loops are written for the vectorizer: the right
 // operand of both products (K^T, V) is packed into panels of 64 bytes, and
-// a tile of up to 6 rows x two vectors stays in vector registers (GCC and
-// clang vector types) over the whole depth: one panel in two 32-byte
-// vectors, or two panels in two 64-byte ones. Compiled for AVX-512, for
-// AVX2+FMA and for the baseline, chosen at run time; every path sums in
-// the same order.
+// a tile of up to 6 rows (12 with AVX-512) x two vectors stays in vector
+// registers (GCC and clang vector types) over a slice of the depth: one
+// panel in two 32-byte vectors, or two panels in two 64-byte ones; blocks
+// of 24 rows share each column tile while it is in L1. Compiled for
+// AVX-512, for AVX2+FMA and for the baseline, chosen at run time; every
+// path sums in the same order.
 
 #include <algorithm>
 #include <array>
@@ -16,8 +17,13 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/common/elements.h"
-#include "reference_attention.h"
+#include "float_exp.h"
+#include "varlen/backend/elements.h"
+#include "varlen/oracle/reference_attention.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace varlen {
 namespace {
@@ -25,6 +31,12 @@ namespace {
 // Rows of a register tile: 6 rows x 2 vectors = 12 accumulators, enough to
 // hide the latency of fused multiply-adds among AVX2's 16 registers.
 constexpr int kTileRows = 6;
+// Rows of a block: the rows whose scores are held at once. Each column
+// tile of K^T (or V) is read once per block from L2 and then from L1 by
+// its register tiles, not once per register tile: with 6 rows the products
+// waited on L2 (Intel's cores, which do not forward a store to a load
+// without latency, showed it first).
+constexpr int kBlockRows = 4 * kTileRows;
 
 // Columns of a panel: 64 bytes of T.
 template <typename T>
@@ -38,16 +50,24 @@ constexpr int64_t PaddedToPanels(int64_t n) {
 // c[r][0..2 * lanes) = sum_i a[r][i] * b[i][0..2 * lanes) for `Rows` rows
 // of `a` (row stride lda), where row i of b is the vector at b0 + i *
 // kPanel followed by the one at b1 + i * kPanel (of `Bytes` bytes each):
-// one register tile over the whole depth.
+// one register tile over `depth` steps, from zero or, with `accumulate`,
+// from c's partial sums (stored and loaded exactly: the same bits as one
+// pass).
 template <typename T, int Rows, int Bytes>
 [[gnu::always_inline]] inline void PanelTile(const T* a, int64_t lda, const T* b0, const T* b1,
-                                             int64_t depth, T* c, int64_t ldc) {
+                                             int64_t depth, bool accumulate, T* c, int64_t ldc) {
   typedef T Vec __attribute__((vector_size(Bytes)));
   // An unaligned view of a vector of T (loads straight into a register; a
   // memcpy through the stack would stall on store forwarding).
   typedef T UnalignedVec __attribute__((vector_size(Bytes), aligned(alignof(T)), may_alias));
   constexpr int64_t kLanes = Bytes / sizeof(T);
   Vec acc[Rows][2] = {};
+  if (accumulate) {
+    for (int r = 0; r < Rows; ++r) {
+      acc[r][0] = *reinterpret_cast<const UnalignedVec*>(c + r * ldc);
+      acc[r][1] = *reinterpret_cast<const UnalignedVec*>(c + r * ldc + kLanes);
+    }
+  }
   for (int64_t i = 0; i < depth; ++i) {
     const Vec v0 = *reinterpret_cast<const UnalignedVec*>(b0 + i * kPanel<T>);
     const Vec v1 = *reinterpret_cast<const UnalignedVec*>(b1 + i * kPanel<T>);
@@ -63,52 +83,80 @@ template <typename T, int Rows, int Bytes>
   }
 }
 
-// The tile over the columns [j0, j0 + 2 * lanes): half a panel as two
-// 16-byte vectors, one panel as two 32-byte halves, or two panels as two
-// 64-byte vectors.
+// Steps [first, first + steps) of a product whose panels hold `depth` rows.
+struct DepthSlice {
+  int64_t depth, first, steps;
+  bool accumulate() const { return first > 0; }
+};
+
+// The tile over the columns [j0, j0 + 2 * lanes) and the slice's steps:
+// half a panel as two 16-byte vectors, one panel as two 32-byte halves, or
+// two panels as two 64-byte vectors.
 template <typename T, int Rows, int Bytes>
 [[gnu::always_inline]] inline void ColumnTile(const T* a, int64_t lda, const T* panels,
-                                              int64_t depth, int64_t j0, T* c, int64_t ldc) {
-  const T* first = panels + (j0 / kPanel<T>)*kPanel<T> * depth + j0 % kPanel<T>;
-  const T* second = Bytes < 64 ? first + Bytes / sizeof(T) : first + kPanel<T> * depth;
-  PanelTile<T, Rows, Bytes>(a, lda, first, second, depth, c + j0, ldc);
+                                              DepthSlice slice, int64_t j0, T* c, int64_t ldc) {
+  const T* first =
+      panels + (j0 / kPanel<T>)*kPanel<T> * slice.depth + slice.first * kPanel<T> + j0 % kPanel<T>;
+  const T* second = Bytes < 64 ? first + Bytes / sizeof(T) : first + kPanel<T> * slice.depth;
+  PanelTile<T, Rows, Bytes>(a + slice.first, lda, first, second, slice.steps, slice.accumulate(),
+                            c + j0, ldc);
 }
 
-template <typename T, int Bytes>
+// Rows of a register tile of `Bytes`-byte vectors: 2 x 6 accumulators
+// among AVX2's (and SSE2's) 16 registers, 2 x 12 among AVX-512's 32 (twice
+// the multiply-adds per load of `a`).
+constexpr int TileRows(int bytes) { return bytes == 64 ? 2 * kTileRows : kTileRows; }
+
+// The tile of `rows` rows (at most Rows), its row count a constant.
+template <typename T, int Bytes, int Rows = TileRows(Bytes)>
 [[gnu::always_inline]] inline void ColumnTileOfRows(const T* a, int64_t lda, int rows,
-                                                    const T* panels, int64_t depth, int64_t j0,
+                                                    const T* panels, DepthSlice slice, int64_t j0,
                                                     T* c, int64_t ldc) {
-  switch (rows) {
-    case 1:
-      return ColumnTile<T, 1, Bytes>(a, lda, panels, depth, j0, c, ldc);
-    case 2:
-      return ColumnTile<T, 2, Bytes>(a, lda, panels, depth, j0, c, ldc);
-    case 3:
-      return ColumnTile<T, 3, Bytes>(a, lda, panels, depth, j0, c, ldc);
-    case 4:
-      return ColumnTile<T, 4, Bytes>(a, lda, panels, depth, j0, c, ldc);
-    case 5:
-      return ColumnTile<T, 5, Bytes>(a, lda, panels, depth, j0, c, ldc);
-    default:
-      return ColumnTile<T, kTileRows, Bytes>(a, lda, panels, depth, j0, c, ldc);
+  if constexpr (Rows > 1) {
+    if (rows < Rows) {
+      return ColumnTileOfRows<T, Bytes, Rows - 1>(a, lda, rows, panels, slice, j0, c, ldc);
+    }
   }
+  ColumnTile<T, Rows, Bytes>(a, lda, panels, slice, j0, c, ldc);
 }
 
-// c[r][j] = sum_i a[r][i] * b[i][j] for up to kTileRows rows of `a`, where
+// Steps of a depth slice: its rows of two panels (2 x 128 x 64 bytes) and
+// of a block's `a` (24 x 128 x 8 bytes) fit in L1 together. P V's depth is
+// the keys, whose panels would otherwise be read from L2 by every register
+// tile.
+constexpr int64_t kDepthSlice = 128;
+
+// c[r][j] = sum_i a[r][i] * b[i][j] for up to kBlockRows rows of `a`, where
 // b (depth x n) is packed as panels [n / kPanel][depth][kPanel] and n is a
-// multiple of kPanel: the one product both Q K^T and P V run on. With
-// 64-byte vectors, two panels at a time and an odd last one in halves.
+// multiple of kPanel: the one product both Q K^T and P V run on. Slices of
+// the depth outside, then column tiles, then register tiles of rows, so
+// that what a column tile reads stays in L1 while every row of the block
+// uses it. With 64-byte vectors, two panels at a time and an odd last one
+// in halves. Each element sums its products in depth order, whatever the
+// tiling: the bits do not depend on it.
 // (The baseline takes SSE2's 16-byte vectors: wider generic vectors there
 // are put together through the stack.)
 template <typename T, int Bytes>
 [[gnu::always_inline]] inline void GemmPanels(const T* a, int64_t lda, int rows, const T* panels,
                                               int64_t depth, int64_t n, T* c, int64_t ldc) {
   constexpr int64_t kColumns = 2 * Bytes / sizeof(T);
-  int64_t j0 = 0;
-  for (; j0 + kColumns <= n; j0 += kColumns) {
-    ColumnTileOfRows<T, Bytes>(a, lda, rows, panels, depth, j0, c, ldc);
+  for (int64_t first = 0; first < depth; first += kDepthSlice) {
+    const DepthSlice slice{depth, first, std::min(kDepthSlice, depth - first)};
+    int64_t j0 = 0;
+    for (; j0 + kColumns <= n; j0 += kColumns) {
+      constexpr int kRows = TileRows(Bytes);
+      for (int r0 = 0; r0 < rows; r0 += kRows) {
+        ColumnTileOfRows<T, Bytes>(a + r0 * lda, lda, std::min(kRows, rows - r0), panels, slice, j0,
+                                   c + r0 * ldc, ldc);
+      }
+    }
+    if (j0 < n) {
+      for (int r0 = 0; r0 < rows; r0 += kTileRows) {
+        ColumnTileOfRows<T, 32>(a + r0 * lda, lda, std::min(kTileRows, rows - r0), panels, slice,
+                                j0, c + r0 * ldc, ldc);
+      }
+    }
   }
-  if (j0 < n) ColumnTileOfRows<T, 32>(a, lda, rows, panels, depth, j0, c, ldc);
 }
 
 using GemmFn = void (*)(const void*, int64_t, int, const void*, int64_t, int64_t, void*, int64_t);
@@ -199,6 +247,44 @@ template <typename Vec>
   x = p * __builtin_bit_cast(Vec, exponent);
 }
 
+typedef double Double2 __attribute__((vector_size(16)));
+typedef double Double4 __attribute__((vector_size(32)));
+typedef double Double8 __attribute__((vector_size(64)));
+
+// Bit i set where lane i of v lies outside [-708, 709] or is NaN: where
+// ExpNormalRange does not hold. GCC builds a generic vector's comparison
+// lane by lane, a quarter of the exponential's time, hence the compares of
+// each instruction set where there is one.
+template <typename Vec>
+[[gnu::always_inline]] inline unsigned OutsideNormalRange(const Vec& v) {
+  unsigned lanes = 0;
+  for (int lane = 0; lane < static_cast<int>(sizeof(Vec) / sizeof(double)); ++lane) {
+    if (!(v[lane] >= -708.0 && v[lane] <= 709.0)) lanes |= 1u << lane;
+  }
+  return lanes;
+}
+
+#if defined(__x86_64__)
+[[gnu::always_inline]] inline unsigned OutsideNormalRange(const Double2& v) {
+  const __m128d inside =
+      _mm_and_pd(_mm_cmpge_pd(v, _mm_set1_pd(-708.0)), _mm_cmple_pd(v, _mm_set1_pd(709.0)));
+  return ~static_cast<unsigned>(_mm_movemask_pd(inside)) & 0x3u;
+}
+
+[[gnu::target("avx2,fma")]] inline unsigned OutsideNormalRange(const Double4& v) {
+  const __m256d inside = _mm256_and_pd(_mm256_cmp_pd(v, _mm256_set1_pd(-708.0), _CMP_GE_OQ),
+                                       _mm256_cmp_pd(v, _mm256_set1_pd(709.0), _CMP_LE_OQ));
+  return ~static_cast<unsigned>(_mm256_movemask_pd(inside)) & 0xFu;
+}
+
+[[gnu::target("avx512f,avx512vl,avx512dq,avx2,fma")]] inline unsigned OutsideNormalRange(
+    const Double8& v) {
+  const __mmask8 inside = _mm512_cmp_pd_mask(v, _mm512_set1_pd(-708.0), _CMP_GE_OQ) &
+                          _mm512_cmp_pd_mask(v, _mm512_set1_pd(709.0), _CMP_LE_OQ);
+  return ~static_cast<unsigned>(inside) & 0xFFu;
+}
+#endif
+
 template <typename Vec>
 [[gnu::always_inline]] inline void ShiftedExpLanes(double* x, int64_t n, double shift) {
   typedef double UnalignedVec __attribute__((vector_size(sizeof(Vec)), aligned(8), may_alias));
@@ -209,18 +295,16 @@ template <typename Vec>
     Vec y = v;
     ExpNormalRange(y);
     // Where 2^n would leave the normal range, and NaN: std::exp.
-    const auto outside = (v < -708.0) | (v > 709.0) | (v != v);
-    for (int lane = 0; lane < kLanes; ++lane) {
-      if (outside[lane]) y[lane] = std::exp(v[lane]);
+    if (const unsigned outside = OutsideNormalRange(v); outside != 0) {
+      for (int lane = 0; lane < kLanes; ++lane) {
+        if (outside >> lane & 1u) y[lane] = std::exp(v[lane]);
+      }
     }
     *reinterpret_cast<UnalignedVec*>(x + i) = y;
   }
   for (; i < n; ++i) x[i] = std::exp(x[i] - shift);
 }
 
-typedef double Double2 __attribute__((vector_size(16)));
-typedef double Double4 __attribute__((vector_size(32)));
-typedef double Double8 __attribute__((vector_size(64)));
 using ExpFn = void (*)(double*, int64_t, double);
 
 void ShiftedExpBaseline(double* x, int64_t n, double shift) {
@@ -299,29 +383,109 @@ struct Item {
 // `denominator`) are its probabilities, size_c = |scale| sum_i |q_i k_ci|
 // its logits' absolute sums (`abs_scores`, unscaled), o its output and v
 // packed as in AttendHead. Non-finite columns do not count: the judge sees
-// those by kind.
-double LogitSizeWeightedSpread(const double* probabilities, const double* abs_scores, double scale,
-                               double denominator, const double* v_panels, const double* out,
-                               int64_t keys, int64_t dv) {
+// those by kind. A panel's columns in `Bytes`-byte vectors (the compiler
+// made scalar code of the loop over them).
+// Vectors of `Bytes` bytes of T (GCC drops vector_size from a typedef whose
+// element type does not depend on the template).
+template <typename T, int Bytes>
+struct Vectors {
+  typedef T Vec __attribute__((vector_size(Bytes)));
+  typedef T Unaligned __attribute__((vector_size(Bytes), aligned(alignof(T)), may_alias));
+};
+
+template <int Bytes>
+[[gnu::always_inline]] inline double SpreadLanes(const double* probabilities,
+                                                 const double* abs_scores, double scale,
+                                                 double denominator, const double* v_panels,
+                                                 const double* out, int64_t keys, int64_t dv) {
+  using Vec = typename Vectors<double, Bytes>::Vec;
+  using UnalignedVec = typename Vectors<double, Bytes>::Unaligned;
+  using Bits = typename Vectors<int64_t, Bytes>::Vec;
   constexpr int64_t kWidth = kPanel<double>;
+  constexpr int kLanes = Bytes / sizeof(double), kVecs = kWidth / kLanes;
   const double weight_scale = std::fabs(scale) / denominator;
+  Bits magnitude_bits;  // all but the sign bit
+  for (int lane = 0; lane < kLanes; ++lane) {
+    magnitude_bits[lane] = std::numeric_limits<int64_t>::max();
+  }
   double worst = 0;
   for (int64_t j0 = 0; j0 < dv; j0 += kWidth) {
-    double o[kWidth], spread[kWidth] = {};
-    for (int64_t jj = 0; jj < kWidth; ++jj) o[jj] = out[j0 + jj] / denominator;
+    Vec o[kVecs], spread[kVecs] = {};
+    for (int v = 0; v < kVecs; ++v) {
+      o[v] = *reinterpret_cast<const UnalignedVec*>(out + j0 + v * kLanes) / denominator;
+    }
     const double* panel = v_panels + j0 * keys;
     for (int64_t c = 0; c < keys; ++c) {
       const double weight = weight_scale * probabilities[c] * abs_scores[c];
-      for (int64_t jj = 0; jj < kWidth; ++jj) {
-        spread[jj] += weight * std::fabs(panel[c * kWidth + jj] - o[jj]);
+      for (int v = 0; v < kVecs; ++v) {
+        const Vec difference =
+            *reinterpret_cast<const UnalignedVec*>(panel + c * kWidth + v * kLanes) - o[v];
+        Vec term =
+            weight * reinterpret_cast<Vec>(reinterpret_cast<Bits>(difference) & magnitude_bits);
+        // A product and a sum, never fused: the same bits on every path.
+        asm("" : "+v"(term));
+        spread[v] += term;
       }
     }
-    for (int64_t jj = 0; jj < kWidth && j0 + jj < dv; ++jj) {
-      if (std::isfinite(spread[jj])) worst = std::max(worst, spread[jj]);
+    for (int v = 0; v < kVecs; ++v) {
+      for (int lane = 0; lane < kLanes && j0 + v * kLanes + lane < dv; ++lane) {
+        if (std::isfinite(spread[v][lane])) worst = std::max(worst, spread[v][lane]);
+      }
     }
   }
   return worst;
 }
+
+using SpreadFn = double (*)(const double*, const double*, double, double, const double*,
+                            const double*, int64_t, int64_t);
+
+double SpreadBaseline(const double* probabilities, const double* abs_scores, double scale,
+                      double denominator, const double* v_panels, const double* out, int64_t keys,
+                      int64_t dv) {
+  return SpreadLanes<16>(probabilities, abs_scores, scale, denominator, v_panels, out, keys, dv);
+}
+
+#if defined(__x86_64__)
+[[gnu::target("avx2,fma")]] double SpreadAvx2(const double* probabilities, const double* abs_scores,
+                                              double scale, double denominator,
+                                              const double* v_panels, const double* out,
+                                              int64_t keys, int64_t dv) {
+  return SpreadLanes<32>(probabilities, abs_scores, scale, denominator, v_panels, out, keys, dv);
+}
+
+[[gnu::target("avx512f,avx512vl,avx512dq,avx2,fma")]] double SpreadAvx512(
+    const double* probabilities, const double* abs_scores, double scale, double denominator,
+    const double* v_panels, const double* out, int64_t keys, int64_t dv) {
+  return SpreadLanes<64>(probabilities, abs_scores, scale, denominator, v_panels, out, keys, dv);
+}
+#endif
+
+SpreadFn PickSpread(OracleIsa isa) {
+  switch (Resolved(isa)) {
+#if defined(__x86_64__)
+    case OracleIsa::kAvx512:
+      return &SpreadAvx512;
+    case OracleIsa::kAvx2:
+      return &SpreadAvx2;
+#endif
+    default:
+      return &SpreadBaseline;
+  }
+}
+
+// The instruction set's routines, picked once per run.
+template <typename Acc>
+struct Paths {
+  explicit Paths(OracleIsa isa)
+      : gemm(PickGemm<Acc>(isa)),
+        shifted_exp(PickShiftedExp(isa)),
+        shifted_expf(internal::PickShiftedExpFloat(isa)),
+        spread(PickSpread(isa)) {}
+  GemmFn gemm;
+  ExpFn shifted_exp;
+  internal::FloatExpFn shifted_expf;
+  SpreadFn spread;
+};
 
 // One (sequence, head): gather Q, and K^T and V packed as panels (columns
 // past the end are zero); then per block of query rows S = Q K^T, softmax
@@ -331,7 +495,7 @@ double LogitSizeWeightedSpread(const double* probabilities, const double* abs_sc
 // float32 logit rounding raises *logit_rounding.
 template <typename In, typename Out, typename Acc>
 void AttendHead(const VarlenAttentionParams& p, const Item& item, bool round_probabilities,
-                GemmFn gemm, ExpFn shifted_exp, std::vector<Acc>& scratch, double* logit_rounding) {
+                const Paths<Acc>& paths, std::vector<Acc>& scratch, double* logit_rounding) {
   const SequenceView s = SequenceAt(p, item.sequence);
   const int64_t rows = s.rows, keys = s.keys, d = p.head_dim_qk, dv = p.head_dim_v;
   const int kv_head = KvHeadFor(p, item.head);
@@ -347,17 +511,17 @@ void AttendHead(const VarlenAttentionParams& p, const Item& item, bool round_pro
   constexpr int64_t kWidth = kPanel<Acc>;
   const int64_t keys_padded = PaddedToPanels<Acc>(keys), dv_padded = PaddedToPanels<Acc>(dv);
   const bool measure = std::is_same_v<Acc, double> && logit_rounding != nullptr;
-  const int64_t qk_size = rows * d + d * keys_padded + kTileRows * keys_padded;
+  const int64_t qk_size = rows * d + d * keys_padded + kBlockRows * keys_padded;
   scratch.assign(
-      static_cast<size_t>(qk_size * (measure ? 2 : 1) + keys * dv_padded + kTileRows * dv_padded),
+      static_cast<size_t>(qk_size * (measure ? 2 : 1) + keys * dv_padded + kBlockRows * dv_padded),
       Acc{0});
-  Acc* q = scratch.data();                           // [rows][d]
-  Acc* k_panels = q + rows * d;                      // [keys_padded / kWidth][d][kWidth]
-  Acc* scores = k_panels + d * keys_padded;          // [kTileRows][keys_padded]
-  Acc* v_panels = scores + kTileRows * keys_padded;  // [dv_padded / kWidth][keys][kWidth]
-  Acc* out = v_panels + keys * dv_padded;            // [kTileRows][dv_padded]
+  Acc* q = scratch.data();                            // [rows][d]
+  Acc* k_panels = q + rows * d;                       // [keys_padded / kWidth][d][kWidth]
+  Acc* scores = k_panels + d * keys_padded;           // [kBlockRows][keys_padded]
+  Acc* v_panels = scores + kBlockRows * keys_padded;  // [dv_padded / kWidth][keys][kWidth]
+  Acc* out = v_panels + keys * dv_padded;             // [kBlockRows][dv_padded]
   // The same three for |q|, |k| and |Q| |K|^T, when measuring.
-  Acc* abs_q = out + kTileRows * dv_padded;
+  Acc* abs_q = out + kBlockRows * dv_padded;
   Acc* abs_k_panels = abs_q + rows * d;
   Acc* abs_scores = abs_k_panels + d * keys_padded;
   const auto load = [](const void* base, int64_t index) {
@@ -384,13 +548,13 @@ void AttendHead(const VarlenAttentionParams& p, const Item& item, bool round_pro
   }
   const Acc scale = static_cast<Acc>(p.softmax_scale);
   const bool windowed = p.window_left >= 0 || p.window_right >= 0;
-  for (int64_t r0 = 0; r0 < rows; r0 += kTileRows) {
-    const int block = static_cast<int>(std::min<int64_t>(kTileRows, rows - r0));
-    gemm(q + r0 * d, d, block, k_panels, d, keys_padded, scores, keys_padded);
+  for (int64_t r0 = 0; r0 < rows; r0 += kBlockRows) {
+    const int block = static_cast<int>(std::min<int64_t>(kBlockRows, rows - r0));
+    paths.gemm(q + r0 * d, d, block, k_panels, d, keys_padded, scores, keys_padded);
     if (measure)
-      gemm(abs_q + r0 * d, d, block, abs_k_panels, d, keys_padded, abs_scores, keys_padded);
-    Acc denominator[kTileRows];
-    KeyRange ranges[kTileRows];
+      paths.gemm(abs_q + r0 * d, d, block, abs_k_panels, d, keys_padded, abs_scores, keys_padded);
+    Acc denominator[kBlockRows];
+    KeyRange ranges[kBlockRows];
     for (int r = 0; r < block; ++r) {
       // The keys the row attends (all of them without a window); the others
       // get probability 0 in P V.
@@ -403,9 +567,9 @@ void AttendHead(const VarlenAttentionParams& p, const Item& item, bool round_pro
       Acc max_score = ScaleAndMax(row, n, scale);
       if (p.sinks != nullptr) max_score = std::max(max_score, static_cast<Acc>(p.sinks[item.head]));
       if constexpr (std::is_same_v<Acc, double>) {
-        shifted_exp(row, n, max_score);
+        paths.shifted_exp(row, n, max_score);
       } else {
-        for (int64_t c = 0; c < n; ++c) row[c] = std::exp(row[c] - max_score);
+        paths.shifted_expf(row, n, max_score);
       }
       if constexpr (std::is_same_v<Acc, double>) {
         denominator[r] = RowSum(row, n);
@@ -427,7 +591,7 @@ void AttendHead(const VarlenAttentionParams& p, const Item& item, bool round_pro
       }
     }
     if (!windowed) {
-      gemm(scores, keys_padded, block, v_panels, keys, dv_padded, out, dv_padded);
+      paths.gemm(scores, keys_padded, block, v_panels, keys, dv_padded, out, dv_padded);
     } else {
       // Each row's own keys only: a masked key's value (NaN, say) must not
       // reach the row through a zero weight.
@@ -449,11 +613,10 @@ void AttendHead(const VarlenAttentionParams& p, const Item& item, bool round_pro
         // order of its sums.
         const double u = UnitRoundoff(DType::kFloat32);
         for (int r = 0; r < block; ++r) {
-          *logit_rounding =
-              std::max(*logit_rounding, u * LogitSizeWeightedSpread(scores + r * keys_padded,
-                                                                    abs_scores + r * keys_padded,
-                                                                    scale, denominator[r], v_panels,
-                                                                    out + r * dv_padded, keys, dv));
+          *logit_rounding = std::max(
+              *logit_rounding,
+              u * paths.spread(scores + r * keys_padded, abs_scores + r * keys_padded, scale,
+                               denominator[r], v_panels, out + r * dv_padded, keys, dv));
         }
       }
     }
@@ -474,15 +637,14 @@ void AttendAll(const VarlenAttentionParams& p, bool round_probabilities, int thr
     if (SequenceAt(p, b).rows == 0) continue;
     for (int h = 0; h < p.num_heads_q; ++h) items.push_back({b, h});
   }
-  const GemmFn gemm = PickGemm<Acc>(isa);
-  const ExpFn shifted_exp = PickShiftedExp(isa);
+  const Paths<Acc> paths(isa);
   std::atomic<size_t> next{0};
   std::mutex merge;
   auto worker = [&] {
     std::vector<Acc> scratch;
     double worst = 0;
     for (size_t i = next++; i < items.size(); i = next++) {
-      AttendHead<In, Out, Acc>(p, items[i], round_probabilities, gemm, shifted_exp, scratch,
+      AttendHead<In, Out, Acc>(p, items[i], round_probabilities, paths, scratch,
                                logit_rounding != nullptr ? &worst : nullptr);
     }
     if (logit_rounding != nullptr) {

@@ -1,10 +1,11 @@
 // Tests the float64 attention oracle and its same-precision emulation against the textbook formula.
 
-#include "reference_attention.h"
+#include "varlen/oracle/reference_attention.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
@@ -552,6 +553,62 @@ TEST(ShiftedExpTest, SpecialValuesAreStdExps) {
   std::vector<double> masked = {-inf, -inf, -inf, -inf, -inf};
   ShiftedExp(masked.data(), static_cast<int64_t>(masked.size()), -inf);
   for (double value : masked) EXPECT_TRUE(std::isnan(value));
+}
+
+// Bit for bit std::exp(x - shift) in float, NaN for NaN.
+bool SameFloat(float a, float b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  uint32_t ab, bb;
+  std::memcpy(&ab, &a, sizeof ab);
+  std::memcpy(&bb, &b, sizeof bb);
+  return ab == bb;
+}
+
+TEST(ShiftedExpFloatTest, EveryPathIsStdExpBitForBit) {
+  // Every 257th float of both signs (16.7 million), and the edges of the
+  // vector range, of the scalar lanes and of the result's zero; an odd
+  // length leaves a scalar tail.
+  std::vector<float> x;
+  for (uint64_t bits = 0; bits < (uint64_t{1} << 32); bits += 257) {
+    float value;
+    const uint32_t b = static_cast<uint32_t>(bits);
+    std::memcpy(&value, &b, sizeof value);
+    x.push_back(value);
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float edge : {0.0f, -0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN(), 80.0f, -80.0f,
+                     79.99999f, -79.99999f, 88.72283f, 88.72284f, -103.27893f, -103.97208f,
+                     -103.972084f, -0x1.9fe368p6f, -0x1.9d1d9ep6f, 1e-30f, -1e-30f}) {
+    x.push_back(edge);
+  }
+  for (float shift : {0.0f, 3.5f, -17.25f}) {
+    for (OracleIsa isa : RunnableIsas()) {
+      std::vector<float> y = x;
+      ShiftedExpFloat(y.data(), static_cast<int64_t>(y.size()), shift, isa);
+      int64_t differ = 0;
+      for (size_t i = 0; i < x.size(); ++i) {
+        const float expected = std::exp(x[i] - shift);
+        if (!SameFloat(y[i], expected) && ++differ <= 5) {
+          ADD_FAILURE() << OracleIsaName(isa) << ": exp(" << x[i] << " - " << shift
+                        << ") = " << y[i] << ", std::exp gives " << expected;
+        }
+      }
+      EXPECT_EQ(differ, 0) << OracleIsaName(isa) << ", shift " << shift;
+    }
+  }
+  // Short rows, whose last vector is partly outside them: the elements past
+  // the row stay as they were.
+  for (OracleIsa isa : RunnableIsas()) {
+    for (int64_t n = 0; n <= 17; ++n) {
+      std::vector<float> y(x.begin() + 1000, x.begin() + 1000 + 24);
+      const std::vector<float> before = y;
+      ShiftedExpFloat(y.data(), n, 0.5f, isa);
+      for (int64_t i = 0; i < 24; ++i) {
+        const float expected = i < n ? std::exp(before[i] - 0.5f) : before[i];
+        EXPECT_TRUE(SameFloat(y[i], expected)) << OracleIsaName(isa) << ", n " << n << ", " << i;
+      }
+    }
+  }
 }
 
 // E_logit by its definition, element by element in long double:

@@ -2,7 +2,7 @@
 // nvcc): never available. kernels/cuda/gpu_reference.cc replaces this file
 // when CUDA is built.
 
-#include "reference_attention.h"
+#include "varlen/oracle/reference_attention.h"
 
 namespace varlen {
 
