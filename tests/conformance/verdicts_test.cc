@@ -6,6 +6,8 @@
 // A change meant to make the judge faster (the oracle, the emulations, the
 // bound) must leave every line as it is; one that means to change a
 // verdict rewrites the file with VARLEN_UPDATE_VERDICTS=1 and says why.
+// Under AddressSanitizer the mutants' lines are left out: some mutants read
+// past their buffers (that is their bug), which the sanitizer stops.
 
 #include <cstdlib>
 #include <fstream>
@@ -16,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "gtest/gtest.h"
 #include "mutants.h"
 #include "rapidcheck.h"
@@ -29,6 +32,17 @@ namespace varlen {
 namespace {
 
 constexpr int kGeneratedCases = 80;
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kRunMutants = false;
+#else
+constexpr bool kRunMutants = true;
+#endif
+
+// A line's backend field names a mutant.
+bool IsMutantLine(const std::string& line) {
+  const std::vector<std::string> fields = absl::StrSplit(line, '\t');
+  return fields.size() > 1 && fields[1] != "cpu_reference" && fields[1] != "cpu_flash";
+}
 
 std::string VerdictLine(const std::string& origin, const Outcome& o) {
   std::string numbers = "-";
@@ -62,6 +76,7 @@ std::vector<std::string> CurrentVerdicts() {
     const Case c = gen(rc::Random(seed), seed % (rc::kNominalSize + 1)).value();
     const std::string origin = absl::StrCat("numerics-smoke-seed-", seed);
     lines.push_back(VerdictLine(origin, RunCase(c, flash)));
+    if (!kRunMutants) continue;
     for (const Mutant& m : mutants) lines.push_back(VerdictLine(origin, RunCase(c, *m.backend)));
   }
   return lines;
@@ -71,6 +86,7 @@ TEST(VerdictsTest, TheJudgeGivesThePinnedVerdicts) {
   const std::vector<std::string> now = CurrentVerdicts();
   const std::string path = VARLEN_TEST_VERDICTS_FILE;
   if (const char* update = std::getenv("VARLEN_UPDATE_VERDICTS"); update && *update == '1') {
+    if (!kRunMutants) GTEST_SKIP() << "rewrite the file from a build without AddressSanitizer";
     std::ofstream(path) << absl::StrJoin(now, "\n") << "\n";
     GTEST_SKIP() << "rewrote " << path;
   }
@@ -78,7 +94,10 @@ TEST(VerdictsTest, TheJudgeGivesThePinnedVerdicts) {
   ASSERT_TRUE(in) << path << " is missing: VARLEN_UPDATE_VERDICTS=1 writes it";
   std::stringstream text;
   text << in.rdbuf();
-  const std::vector<std::string> pinned = absl::StrSplit(text.str(), '\n', absl::SkipEmpty());
+  std::vector<std::string> pinned;
+  for (absl::string_view line : absl::StrSplit(text.str(), '\n', absl::SkipEmpty())) {
+    if (kRunMutants || !IsMutantLine(std::string(line))) pinned.emplace_back(line);
+  }
   ASSERT_EQ(now.size(), pinned.size())
       << "the corpus or the generated cases changed: rewrite the file with "
          "VARLEN_UPDATE_VERDICTS=1 and check the difference";
