@@ -17,9 +17,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "float_exp.h"
 #include "varlen/backend/elements.h"
 #include "varlen/oracle/reference_attention.h"
+#include "vector_paths.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -378,101 +378,6 @@ struct Item {
   int head;
 };
 
-// For one query row: the largest over its output columns of
-// sum_c p_c |v_cj - o_j| size_c, where p (unnormalized, divided by
-// `denominator`) are its probabilities, size_c = |scale| sum_i |q_i k_ci|
-// its logits' absolute sums (`abs_scores`, unscaled), o its output and v
-// packed as in AttendHead. Non-finite columns do not count: the judge sees
-// those by kind. A panel's columns in `Bytes`-byte vectors (the compiler
-// made scalar code of the loop over them).
-// Vectors of `Bytes` bytes of T (GCC drops vector_size from a typedef whose
-// element type does not depend on the template).
-template <typename T, int Bytes>
-struct Vectors {
-  typedef T Vec __attribute__((vector_size(Bytes)));
-  typedef T Unaligned __attribute__((vector_size(Bytes), aligned(alignof(T)), may_alias));
-};
-
-template <int Bytes>
-[[gnu::always_inline]] inline double SpreadLanes(const double* probabilities,
-                                                 const double* abs_scores, double scale,
-                                                 double denominator, const double* v_panels,
-                                                 const double* out, int64_t keys, int64_t dv) {
-  using Vec = typename Vectors<double, Bytes>::Vec;
-  using UnalignedVec = typename Vectors<double, Bytes>::Unaligned;
-  using Bits = typename Vectors<int64_t, Bytes>::Vec;
-  constexpr int64_t kWidth = kPanel<double>;
-  constexpr int kLanes = Bytes / sizeof(double), kVecs = kWidth / kLanes;
-  const double weight_scale = std::fabs(scale) / denominator;
-  Bits magnitude_bits;  // all but the sign bit
-  for (int lane = 0; lane < kLanes; ++lane) {
-    magnitude_bits[lane] = std::numeric_limits<int64_t>::max();
-  }
-  double worst = 0;
-  for (int64_t j0 = 0; j0 < dv; j0 += kWidth) {
-    Vec o[kVecs], spread[kVecs] = {};
-    for (int v = 0; v < kVecs; ++v) {
-      o[v] = *reinterpret_cast<const UnalignedVec*>(out + j0 + v * kLanes) / denominator;
-    }
-    const double* panel = v_panels + j0 * keys;
-    for (int64_t c = 0; c < keys; ++c) {
-      const double weight = weight_scale * probabilities[c] * abs_scores[c];
-      for (int v = 0; v < kVecs; ++v) {
-        const Vec difference =
-            *reinterpret_cast<const UnalignedVec*>(panel + c * kWidth + v * kLanes) - o[v];
-        Vec term =
-            weight * reinterpret_cast<Vec>(reinterpret_cast<Bits>(difference) & magnitude_bits);
-        // A product and a sum, never fused: the same bits on every path.
-        asm("" : "+v"(term));
-        spread[v] += term;
-      }
-    }
-    for (int v = 0; v < kVecs; ++v) {
-      for (int lane = 0; lane < kLanes && j0 + v * kLanes + lane < dv; ++lane) {
-        if (std::isfinite(spread[v][lane])) worst = std::max(worst, spread[v][lane]);
-      }
-    }
-  }
-  return worst;
-}
-
-using SpreadFn = double (*)(const double*, const double*, double, double, const double*,
-                            const double*, int64_t, int64_t);
-
-double SpreadBaseline(const double* probabilities, const double* abs_scores, double scale,
-                      double denominator, const double* v_panels, const double* out, int64_t keys,
-                      int64_t dv) {
-  return SpreadLanes<16>(probabilities, abs_scores, scale, denominator, v_panels, out, keys, dv);
-}
-
-#if defined(__x86_64__)
-[[gnu::target("avx2,fma")]] double SpreadAvx2(const double* probabilities, const double* abs_scores,
-                                              double scale, double denominator,
-                                              const double* v_panels, const double* out,
-                                              int64_t keys, int64_t dv) {
-  return SpreadLanes<32>(probabilities, abs_scores, scale, denominator, v_panels, out, keys, dv);
-}
-
-[[gnu::target("avx512f,avx512vl,avx512dq,avx2,fma")]] double SpreadAvx512(
-    const double* probabilities, const double* abs_scores, double scale, double denominator,
-    const double* v_panels, const double* out, int64_t keys, int64_t dv) {
-  return SpreadLanes<64>(probabilities, abs_scores, scale, denominator, v_panels, out, keys, dv);
-}
-#endif
-
-SpreadFn PickSpread(OracleIsa isa) {
-  switch (Resolved(isa)) {
-#if defined(__x86_64__)
-    case OracleIsa::kAvx512:
-      return &SpreadAvx512;
-    case OracleIsa::kAvx2:
-      return &SpreadAvx2;
-#endif
-    default:
-      return &SpreadBaseline;
-  }
-}
-
 // The instruction set's routines, picked once per run.
 template <typename Acc>
 struct Paths {
@@ -480,11 +385,11 @@ struct Paths {
       : gemm(PickGemm<Acc>(isa)),
         shifted_exp(PickShiftedExp(isa)),
         shifted_expf(internal::PickShiftedExpFloat(isa)),
-        spread(PickSpread(isa)) {}
+        spread(internal::PickLogitSpread(isa)) {}
   GemmFn gemm;
   ExpFn shifted_exp;
   internal::FloatExpFn shifted_expf;
-  SpreadFn spread;
+  internal::SpreadFn spread;
 };
 
 // One (sequence, head): gather Q, and K^T and V packed as panels (columns

@@ -12,12 +12,12 @@
 // +0. The tests compare every path with std::exp bit for bit over a sweep of
 // all floats.
 
-#include "float_exp.h"
-
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
+
+#include "vector_paths.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -105,8 +105,10 @@ inline void ScalarLanes(float* out, const float* in, unsigned special, int lanes
 
 // GCC 12 takes the undefined vectors inside its AVX-512 intrinsics for
 // uninitialized values.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 [[gnu::target("avx512f,avx512vl,avx512dq,avx2,fma")]] void ShiftedExpFloatAvx512(float* x,
                                                                                  int64_t n,
                                                                                  float shift) {
@@ -148,7 +150,9 @@ inline void ScalarLanes(float* out, const float* in, unsigned special, int lanes
     }
   }
 }
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 #endif
 
 }  // namespace
